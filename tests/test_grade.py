@@ -45,21 +45,43 @@ def with_answer(tmp_path, name, function_source):
     return target
 
 
-SWAPPED = '''def create_position_matrix(seq_length, embed_size):
+def student_answer(even_column, odd_column):
+    """create_position_matrix as a student writes it, with the two assignments given."""
+    return f"""def create_position_matrix(seq_length, embed_size):
     position_matrix = np.zeros((seq_length, embed_size))
     for pos in range(seq_length):
         for i in range(0, embed_size, 2):
-            position_matrix[pos, i] = np.cos(pos / 10000 ** (i / embed_size))
-            position_matrix[pos, i + 1] = np.sin(pos / 10000 ** (i / embed_size))
+            {even_column}
+            {odd_column}
     return position_matrix
-'''
+"""
 
 
-def test_wrong_answer_grades_fail_with_its_hint(tmp_path):
-    code, report = grade(with_answer(tmp_path, "create_position_matrix", SWAPPED))
+WRONG_ANSWERS = {  # hint -> the wrong implementations named in issue #2
+    "cos on the even columns": student_answer(
+        "position_matrix[pos, i] = np.cos(pos / 10000 ** (i / embed_size))",
+        "position_matrix[pos, i + 1] = np.sin(pos / 10000 ** (i / embed_size))"),
+    "all the sines first": student_answer(
+        "position_matrix[pos, i // 2] = np.sin(pos / 10000 ** (i / embed_size))",
+        "position_matrix[pos, embed_size // 2 + i // 2] = np.cos(pos / 10000 ** (i / embed_size))"),
+    "uses i where it should use 2i": student_answer(
+        "position_matrix[pos, i] = np.sin(pos / 10000 ** (i / 2 / embed_size))",
+        "position_matrix[pos, i + 1] = np.cos(pos / 10000 ** (i / 2 / embed_size))"),
+    "base looks like 1000 ": student_answer(
+        "position_matrix[pos, i] = np.sin(pos / 1000 ** (i / embed_size))",
+        "position_matrix[pos, i + 1] = np.cos(pos / 1000 ** (i / embed_size))"),
+    "positions start at 1": student_answer(
+        "position_matrix[pos, i] = np.sin((pos + 1) / 10000 ** (i / embed_size))",
+        "position_matrix[pos, i + 1] = np.cos((pos + 1) / 10000 ** (i / embed_size))"),
+}
+
+
+@pytest.mark.parametrize("hint", list(WRONG_ANSWERS))
+def test_wrong_answer_grades_fail_with_its_hint(tmp_path, hint):
+    code, report = grade(with_answer(tmp_path, "create_position_matrix", WRONG_ANSWERS[hint]))
     assert code == 1
     first, second = report["exercises"]
-    assert first["status"] == "fail" and "cos on the even columns" in first["message"]
+    assert first["status"] == "fail" and hint in first["message"], first
     assert second["status"] == "todo"
 
 
