@@ -10,13 +10,7 @@ import pytest
 from helpers.checks import EXERCISES
 from helpers.make_student import BEGIN
 
-from conftest import ROOT, SOLUTIONS
-
-
-def grade(path, *extra):
-    result = subprocess.run([sys.executable, "-m", "helpers.grade", str(path), "--json", *extra],
-                            capture_output=True, text=True, timeout=900)
-    return result.returncode, json.loads(result.stdout)
+from conftest import ROOT, SOLUTIONS, grade, with_answer
 
 
 @pytest.mark.parametrize("path", SOLUTIONS, ids=lambda p: p.stem)
@@ -35,59 +29,9 @@ def test_solution_notebook_grades_all_pass(path):
     assert report["passed"] == report["total"] == len(EXERCISES[path.stem])
 
 
-def with_answer(tmp_path, name, function_source):
-    """A copy of the student notebook 01 where the cell defining `name` holds function_source."""
-    notebook = nbformat.read(ROOT / "notebooks" / "01_positional_encoding.ipynb", as_version=4)
-    (cell,) = [c for c in notebook.cells if c.cell_type == "code" and c.source.startswith(f"def {name}(")]
-    cell.source = function_source
-    target = tmp_path / "01_positional_encoding.ipynb"
-    nbformat.write(notebook, target)
-    return target
-
-
-def student_answer(even_column, odd_column):
-    """create_position_matrix as a student writes it, with the two assignments given."""
-    return f"""def create_position_matrix(seq_length, embed_size):
-    position_matrix = np.zeros((seq_length, embed_size))
-    for pos in range(seq_length):
-        for i in range(0, embed_size, 2):
-            {even_column}
-            {odd_column}
-    return position_matrix
-"""
-
-
-WRONG_ANSWERS = {  # hint -> the wrong implementations named in issue #2
-    "cos on the even columns": student_answer(
-        "position_matrix[pos, i] = np.cos(pos / 10000 ** (i / embed_size))",
-        "position_matrix[pos, i + 1] = np.sin(pos / 10000 ** (i / embed_size))"),
-    "all the sines first": student_answer(
-        "position_matrix[pos, i // 2] = np.sin(pos / 10000 ** (i / embed_size))",
-        "position_matrix[pos, embed_size // 2 + i // 2] = np.cos(pos / 10000 ** (i / embed_size))"),
-    "uses i where it should use 2i": student_answer(
-        "position_matrix[pos, i] = np.sin(pos / 10000 ** (i / 2 / embed_size))",
-        "position_matrix[pos, i + 1] = np.cos(pos / 10000 ** (i / 2 / embed_size))"),
-    "base looks like 1000 ": student_answer(
-        "position_matrix[pos, i] = np.sin(pos / 1000 ** (i / embed_size))",
-        "position_matrix[pos, i + 1] = np.cos(pos / 1000 ** (i / embed_size))"),
-    "positions start at 1": student_answer(
-        "position_matrix[pos, i] = np.sin((pos + 1) / 10000 ** (i / embed_size))",
-        "position_matrix[pos, i + 1] = np.cos((pos + 1) / 10000 ** (i / embed_size))"),
-}
-
-
-@pytest.mark.parametrize("hint", list(WRONG_ANSWERS))
-def test_wrong_answer_grades_fail_with_its_hint(tmp_path, hint):
-    code, report = grade(with_answer(tmp_path, "create_position_matrix", WRONG_ANSWERS[hint]))
-    assert code == 1
-    first, second = report["exercises"]
-    assert first["status"] == "fail" and hint in first["message"], first
-    assert second["status"] == "todo"
-
-
 def test_runaway_cell_is_interrupted_and_graded(tmp_path):
     looping = "def create_position_matrix(seq_length, embed_size):\n    while True:\n        pass\n"
-    notebook = with_answer(tmp_path, "create_position_matrix", looping)
+    notebook = with_answer(tmp_path, "01_positional_encoding", "create_position_matrix", looping)
     nb = nbformat.read(notebook, as_version=4)
     (check,) = [c for c in nb.cells if c.source.startswith("check_create_position_matrix(")]
     check.source = "create_position_matrix(1, 2)\n" + check.source  # the call never returns
