@@ -18,4 +18,14 @@ from .plotting import plot_attention, plot_heads, plot_mask
 from .checks import (check_causal_mask, check_combine_heads, check_masked_softmax, check_multi_head_attention,
                      check_padding_mask, check_scaled_dot_product_attention, check_softmax, check_split_heads)
 
+# Notebook 05: the full Transformer, trained on the date task
+from .transformer import (Decoder, DecoderLayer, Encoder, EncoderLayer, PositionwiseFeedForward, Transformer,
+                          attention_maps, count_parameters, parameter_breakdown, to_torch_decoder_layer,
+                          to_torch_encoder_layer)
+from .dates import (FORMAT_NAMES, SOURCE_VOCAB, TARGET_VOCAB, DateDataset, encode_sources, encode_targets,
+                    format_date, make_date_dataset)
+from .training import (LabelSmoothingLoss, TrainConfig, default_device, exact_match, greedy_decode, loss_floor,
+                       predict, scheduled_lr, train_or_load, transformer_lr)
+from .checks import check_decoder_layer, check_encoder_layer, check_greedy_decode
+
 __version__ = "0.1.0"

@@ -4,7 +4,7 @@ this file proves the whole path: notebook -> kernel -> check -> grader report.)"
 
 import pytest
 
-from conftest import grade, with_answer
+from conftest import grade, solution_source, with_answer
 
 
 def student_answer(even_column, odd_column):
@@ -54,9 +54,43 @@ CASES += [  # notebook, exercise, the student's wrong code, the hint it must get
 ]
 
 
-@pytest.mark.parametrize("notebook,exercise,code,hint", CASES, ids=[f"{c[1]}: {c[3]}" for c in CASES])
-def test_wrong_answer_grades_fail_with_its_hint(tmp_path, notebook, exercise, code, hint):
-    status, report = grade(with_answer(tmp_path, notebook, exercise, code))
+
+
+def broken(name, right_line, wrong_line):
+    """The solution of notebook 05's `name` with some of its lines replaced by a mistake."""
+    source = solution_source("05_transformer", name)
+    assert right_line in source, f"{right_line!r} is no longer in the solution of {name}"
+    return source.replace(right_line, wrong_line, 1)
+
+
+TRANSFORMER = [  # cell, exercise, right line, wrong line, hint (issue #4)
+    ("EncoderLayer", "encoder_layer",
+     "x = self.norm1(x + self.dropout1(self.self_attn(x, x, x, src_mask)))",
+     "x = self.norm1(self.dropout1(self.self_attn(x, x, x, src_mask)))", "missing residual around self-attention"),
+    ("EncoderLayer", "encoder_layer",
+     "x = self.norm1(x + self.dropout1(self.self_attn(x, x, x, src_mask)))\n"
+     "            x = self.norm2(x + self.dropout2(self.ff(x)))",
+     "x = x + self.norm1(self.dropout1(self.self_attn(x, x, x, src_mask)))\n"
+     "            x = x + self.norm2(self.dropout2(self.ff(x)))", "normalises the SUM"),
+    ("DecoderLayer", "decoder_layer",
+     "x = self.norm1(x + self.dropout1(self.self_attn(x, x, x, tgt_mask)))",
+     "x = self.norm1(x + self.dropout1(self.self_attn(x, x, x)))", "the causal mask is left out"),
+    ("DecoderLayer", "decoder_layer",
+     "x = self.norm2(x + self.dropout2(self.cross_attn(x, memory, memory, memory_mask)))",
+     "x = self.norm2(x + self.dropout2(self.cross_attn(x, x, x, memory_mask)))", "K and V come from the decoder"),
+    ("greedy_decode", "greedy_decode",
+     "next_token = logits[:, -1].argmax(dim=-1, keepdim=True)",
+     "next_token = logits[:, 0].argmax(dim=-1, keepdim=True)", "FIRST position"),
+]
+CASES += [("05_transformer", cell, broken(cell, right, wrong), hint, exercise)
+          for cell, exercise, right, wrong, hint in TRANSFORMER]
+
+
+@pytest.mark.parametrize("case", CASES, ids=[f"{c[1]}: {c[3]}" for c in CASES])
+def test_wrong_answer_grades_fail_with_its_hint(tmp_path, case):
+    notebook, cell, code, hint, *named = case
+    exercise = named[0] if named else cell  # the exercise's name, when it is not the cell's function name
+    status, report = grade(with_answer(tmp_path, notebook, cell, code))
     assert status == 1
     verdicts = {e["name"]: e for e in report["exercises"]}
     assert verdicts[exercise]["status"] == "fail" and hint in verdicts[exercise]["message"], verdicts[exercise]

@@ -1,0 +1,88 @@
+"""Pictures for notebook 05: the learning-rate schedule, the loss curve, and a trained model's attention.
+
+Each function accepts numpy arrays, lists or torch tensors and returns what it drew on.
+"""
+
+from __future__ import annotations
+
+from typing import Any, Sequence
+
+import matplotlib.pyplot as plt
+import numpy as np
+
+from .training import History, loss_floor, transformer_lr
+
+
+def moving_average(values: Sequence[float], window: int = 25) -> np.ndarray:
+    """The mean of each run of `window` consecutive values (len(values) - window + 1 of them)."""
+    values = np.asarray(values, dtype=np.float64)
+    window = max(1, min(int(window), len(values)))
+    if len(values) == 0:
+        return values
+    kernel = np.ones(window) / window
+    return np.convolve(values, kernel, mode="valid")
+
+
+def plot_schedule(d_model: int, warmup: int, steps: int, factor: float = 1.0, ax=None,
+                  others: Sequence[tuple[int, int]] = ()):
+    """The paper's learning rate over `steps` steps; `others` adds curves for other (d_model, warmup) pairs."""
+    if ax is None:
+        _, ax = plt.subplots(figsize=(6, 3))
+    x = np.arange(1, steps + 1)
+    for dm, wu in [(d_model, warmup), *others]:
+        ax.plot(x, [transformer_lr(s, dm, wu, factor) for s in x], label=f"d_model={dm}, warmup={wu}")
+    ax.axvline(warmup, color="gray", linestyle=":", linewidth=1)
+    ax.set_xlabel("step")
+    ax.set_ylabel("learning rate")
+    ax.set_title("lrate = d_model^-0.5 * min(step^-0.5, step * warmup^-1.5)", fontsize=9)
+    ax.legend(fontsize=8)
+    return ax
+
+
+def plot_history(history: History, vocab_size: int | None = None, smoothing: float = 0.1, window: int = 25):
+    """Two panels: the learning rate of every step, and the training loss (raw and smoothed).
+
+    With vocab_size, a dashed line marks the lowest loss label smoothing allows (loss_floor).
+    """
+    fig, (ax_lr, ax_loss) = plt.subplots(1, 2, figsize=(10, 3.2))
+    steps = np.arange(1, len(history.loss) + 1)
+    ax_lr.plot(steps, history.lr)
+    ax_lr.set_xlabel("step")
+    ax_lr.set_ylabel("learning rate")
+    ax_lr.set_title("Warm-up, then 1/sqrt(step)")
+    ax_loss.plot(steps, history.loss, alpha=0.3, label="loss of each batch")
+    smooth = moving_average(history.loss, window)
+    ax_loss.plot(steps[len(steps) - len(smooth):], smooth, label=f"mean of {window} steps")
+    if vocab_size:
+        ax_loss.axhline(loss_floor(vocab_size, smoothing), color="gray", linestyle="--", linewidth=1,
+                        label="floor set by label smoothing")
+    ax_loss.set_yscale("log")
+    ax_loss.set_xlabel("step")
+    ax_loss.set_ylabel("label-smoothed cross-entropy")
+    ax_loss.set_title("Training loss")
+    ax_loss.legend(fontsize=8)
+    fig.tight_layout()
+    return fig
+
+
+def plot_cross_attention(weights: Any, output_labels: Sequence[str], source_labels: Sequence[str], ax=None,
+                         title: str = "Cross-attention"):
+    """Heatmap of cross-attention weights (L_out, L_src): which input character each output character reads."""
+    if hasattr(weights, "detach"):
+        weights = weights.detach().cpu().numpy()
+    weights = np.asarray(weights, dtype=np.float64)
+    if weights.ndim != 2 or weights.shape != (len(output_labels), len(source_labels)):
+        raise ValueError(f"weights must have shape (L_out={len(output_labels)}, L_src={len(source_labels)}), "
+                         f"got {weights.shape}")
+    if ax is None:
+        _, ax = plt.subplots(figsize=(0.28 * len(source_labels) + 1.6, 0.3 * len(output_labels) + 1.2))
+    ax.imshow(weights, cmap="viridis", vmin=0.0, vmax=max(float(weights.max()), 1e-9), aspect="auto")
+    ax.set_xticks(range(len(source_labels)), [repr(c)[1:-1] if c != " " else "␣" for c in source_labels])
+    ax.set_yticks(range(len(output_labels)), list(output_labels))
+    ax.set_xlabel("input character (key)")
+    ax.set_ylabel("output character (query)")
+    ax.set_title(title)
+    return ax
+
+
+__all__ = ["moving_average", "plot_cross_attention", "plot_history", "plot_schedule"]

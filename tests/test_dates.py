@@ -1,0 +1,116 @@
+"""The date-normalisation data set: deterministic, split by date, unambiguous, within its vocabulary."""
+
+import datetime as dt
+import re
+
+import pytest
+import torch
+
+from helpers.dates import (FORMAT_NAMES, FORMATS, SOURCE_CHARS, SOURCE_VOCAB, TARGET_VOCAB, decode_targets,
+                           encode_sources, encode_targets, format_date, make_date_dataset)
+from helpers.training import LengthBucketedBatches
+
+EXAMPLE = dt.date(2026, 11, 21)  # a Saturday
+
+
+@pytest.fixture(scope="module")
+def small():
+    return make_date_dataset(n_train=3000, n_valid=300, n_test=500, seed=0)
+
+
+def test_every_format_writes_its_example():
+    for index, name in enumerate(FORMAT_NAMES):
+        assert format_date(EXAMPLE, index) == name
+        assert format_date(EXAMPLE, name) == name
+
+
+def test_the_issue_examples_are_formats():
+    for text in ["21 November 2026", "Nov 21, 2026", "saturday, november 21, 2026", "21/11/2026",
+                 "21 de noviembre de 2026", "sábado 21 de noviembre de 2026"]:
+        assert text in FORMAT_NAMES
+
+
+def test_weekdays_and_padding():
+    assert format_date(dt.date(2024, 2, 28), "sábado 21 de noviembre de 2026") == "miércoles 28 de febrero de 2024"
+    assert format_date(dt.date(2024, 3, 4), "21/11/2026") == "4/3/2024"
+    assert format_date(dt.date(2024, 3, 4), "21/11/2026", zero_pad=True) == "04/03/2024"
+    assert format_date(dt.date(2024, 3, 2), "November 21st, 2026") == "March 2nd, 2024"
+    assert format_date(dt.date(2024, 3, 13), "21st November 2026") == "13th March 2024"
+    assert format_date(dt.date(1905, 1, 1), "2026-11-21") == "1905-01-01"
+
+
+def test_numeric_formats_are_day_first():
+    date = dt.date(2030, 2, 7)
+    for name in ("21/11/2026", "21.11.2026", "21-11-2026", "21 11 2026"):
+        text = format_date(date, name)
+        day, month, year = (int(x) for x in re.split(r"[/. -]", text))
+        assert (day, month, year) == (7, 2, 2030)
+
+
+def test_deterministic_from_the_seed(small):
+    again = make_date_dataset(n_train=3000, n_valid=300, n_test=500, seed=0)
+    other = make_date_dataset(n_train=3000, n_valid=300, n_test=500, seed=1)
+    assert again.train == small.train and again.test == small.test
+    assert again.fingerprint() == small.fingerprint() != other.fingerprint()
+
+
+def test_split_is_by_date(small):
+    train = {t for _, t in small.train}
+    valid = {t for _, t in small.valid}
+    test = {t for _, t in small.test}
+    assert len(test) == 500 and len(valid) == 300
+    assert not train & test and not train & valid and not valid & test
+
+
+def test_targets_are_iso_dates_of_the_sources(small):
+    for source, target in small.test[:200] + small.train[:200]:
+        date = dt.date.fromisoformat(target)
+        assert any(source in (format_date(date, i), format_date(date, i, True)) for i in range(len(FORMATS)))
+
+
+def test_sources_stay_in_the_vocabulary(small):
+    used = set("".join(s for s, _ in small.train))
+    assert used <= set(SOURCE_CHARS)
+    assert len(SOURCE_VOCAB) == 75 and len(TARGET_VOCAB) == 14
+
+
+def test_vocabulary_round_trip_and_unknown_characters():
+    ids = SOURCE_VOCAB.encode("21 de Nov. 2026")
+    assert SOURCE_VOCAB.decode(ids) == "21 de Nov. 2026"
+    assert SOURCE_VOCAB.encode("21€")[-1] == SOURCE_VOCAB.unk_id
+    with pytest.raises(ValueError, match="not in this vocabulary"):
+        TARGET_VOCAB.encode("2026/11/21")
+
+
+def test_encoding_shapes():
+    src = encode_sources(["1/2/2026", "Saturday 21 November 2026"])
+    assert src.shape == (2, 25) and src[0, 8:].eq(SOURCE_VOCAB.pad_id).all()
+    tgt = encode_targets(["2026-11-21", "1999-01-02"])
+    assert tgt.shape == (2, 12)
+    assert tgt[:, 0].eq(TARGET_VOCAB.bos_id).all() and tgt[:, -1].eq(TARGET_VOCAB.eos_id).all()
+    assert decode_targets(tgt[:, 1:]) == ["2026-11-21", "1999-01-02"]
+
+
+def test_length_bucketed_batches_are_seeded_and_tight(small):
+    a = LengthBucketedBatches(small.train, 128, seed=3).epoch()
+    b = LengthBucketedBatches(small.train, 128, seed=3).epoch()
+    c = LengthBucketedBatches(small.train, 128, seed=4).epoch()
+    assert all(torch.equal(x[0], y[0]) for x, y in zip(a, b))
+    assert not all(torch.equal(x[0], y[0]) for x, y in zip(a, c))
+    assert sum(len(s) for s, _ in a) == len(small.train)
+    padding = sum(int((s == 0).sum()) for s, _ in a) / sum(s.numel() for s, _ in a)
+    assert padding < 0.05
+
+
+@pytest.mark.parametrize("kwargs, name", [(dict(n_train=0), "n_train"), (dict(n_test=-1), "n_test"),
+                                          (dict(n_test=80000), "n_test")])
+def test_bad_arguments(kwargs, name):
+    with pytest.raises(ValueError, match=name):
+        make_date_dataset(**kwargs)
+
+
+def test_bad_format():
+    with pytest.raises(ValueError, match="fmt"):
+        format_date(EXAMPLE, 99)
+    with pytest.raises(ValueError, match="date"):
+        format_date("2026-11-21", 0)
