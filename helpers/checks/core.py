@@ -112,17 +112,21 @@ def _short(value: Any) -> str:
     return text if len(text) <= 30 else text[:27] + "..."
 
 
-def to_array(value: Any, what: str) -> np.ndarray:
-    """Turn a returned value into a float64 numpy array, or explain why it cannot be one."""
+def as_numpy(value: Any, what: str, dtype: Any = None, kind: str = "an array") -> np.ndarray:
+    """Turn a returned value (array, tensor, nested list) into a numpy array, or explain why it cannot be one."""
     if value is None:
         raise Mistake(f"{what} returned None. Did you forget the `return` statement?")
     if hasattr(value, "detach") and hasattr(value, "cpu"):  # a torch tensor
         value = value.detach().cpu().numpy()
     try:
-        array = np.asarray(value, dtype=np.float64)
-    except (TypeError, ValueError):
-        raise Mistake(f"{what} returned a {type(value).__name__}, which is not an array of numbers.") from None
-    return array
+        return np.asarray(value, dtype=dtype)
+    except Exception:  # noqa: BLE001 - ragged lists, strings, odd objects
+        raise Mistake(f"{what} returned a {type(value).__name__}, which is not {kind}.") from None
+
+
+def to_array(value: Any, what: str) -> np.ndarray:
+    """Turn a returned value into a float64 numpy array, or explain why it cannot be one."""
+    return as_numpy(value, what, np.float64, "an array of numbers")
 
 
 def expect_shape(array: np.ndarray, shape: tuple, what: str, hint: str = "") -> None:

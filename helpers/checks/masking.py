@@ -12,7 +12,7 @@ import numpy as np
 from ..attention import masked_softmax, softmax
 from ..masking import causal_mask, padding_mask
 from .attention import compare, quiet_call
-from .core import Mistake, expect_shape, exercise_check, to_array
+from .core import Mistake, as_numpy, expect_shape, exercise_check, to_array
 
 INVERTED = ("your mask is inverted: here True means MAY attend (the convention of "
             "F.scaled_dot_product_attention); True = blocked is nn.MultiheadAttention's convention.")
@@ -20,14 +20,7 @@ INVERTED = ("your mask is inverted: here True means MAY attend (the convention o
 
 def to_bool_array(value: Any, what: str) -> np.ndarray:
     """A returned mask as a numpy bool array, or a Mistake explaining why it is not one."""
-    if value is None:
-        raise Mistake(f"{what} returned None. Did you forget the `return` statement?")
-    if hasattr(value, "detach") and hasattr(value, "cpu"):  # a torch tensor
-        value = value.detach().cpu().numpy()
-    try:
-        array = np.asarray(value)
-    except Exception:  # noqa: BLE001 - any odd object
-        raise Mistake(f"{what} returned a {type(value).__name__}, which is not an array.") from None
+    array = as_numpy(value, what)
     if array.dtype != bool:
         if array.dtype.kind in "iuf" and array.size and np.isin(array, (0, 1)).all():
             raise Mistake(f"{what} has dtype {array.dtype} with 0/1 values: return a BOOLEAN array "
