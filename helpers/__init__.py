@@ -1,12 +1,12 @@
 """Reference solutions, plots and exercise checks for Transformers from Scratch.
 
 Every notebook imports from here, so a later cell never depends on an exercise the student has
-not finished yet.
+not finished yet. Instructor and maintenance tools (the grader, the student-notebook generator)
+live apart, in the ``course_tools`` package.
 """
 
 # Notebook 01: positional encoding
 from .positional import PositionalEncoding, frequencies, positional_encoding, rotation_matrix
-from .checks import check_create_position_matrix, check_rotation_matrix
 
 # Notebooks 02-04: attention matrices, multi-head attention, masking
 from .attention import masked_softmax, scaled_dot_product_attention, softmax
@@ -14,9 +14,6 @@ from .masking import (causal_mask, causal_mask_torch, decoder_mask, padding_mask
                       to_nn_multihead_mask)
 from .multi_head import (MultiHeadAttention, combine_heads, multi_head_attention, numpy_weights, split_heads,
                          to_nn_multihead_attention)
-from .plotting import plot_attention, plot_heads, plot_mask
-from .checks import (check_causal_mask, check_combine_heads, check_masked_softmax, check_multi_head_attention,
-                     check_padding_mask, check_scaled_dot_product_attention, check_softmax, check_split_heads)
 
 # Notebook 05: the full Transformer, trained on the date task
 from .transformer import (Decoder, DecoderLayer, Encoder, EncoderLayer, PositionwiseFeedForward, Transformer,
@@ -24,8 +21,18 @@ from .transformer import (Decoder, DecoderLayer, Encoder, EncoderLayer, Position
                           to_torch_encoder_layer)
 from .dates import (FORMAT_NAMES, SOURCE_VOCAB, TARGET_VOCAB, DateDataset, encode_sources, encode_targets,
                     format_date, make_date_dataset)
-from .training import (LabelSmoothingLoss, TrainConfig, default_device, exact_match, greedy_decode, loss_floor,
-                       predict, scheduled_lr, train_or_load, transformer_lr)
-from .checks import check_decoder_layer, check_encoder_layer, check_greedy_decode
+from .schedule import scheduled_lr, transformer_lr
+from .loss import LabelSmoothingLoss, loss_floor
+from .training import TrainConfig, default_device
+from .decoding import exact_match, greedy_decode, predict
+from .checkpoints import train_or_load
 
-__version__ = "0.1.0"
+# Pictures, and the check of every exercise (check_<exercise name>)
+from .plots import (plot_attention, plot_cross_attention, plot_dimensions, plot_encoding, plot_heads, plot_history,
+                    plot_mask, plot_schedule)
+from .checks import (check_causal_mask, check_combine_heads, check_create_position_matrix, check_decoder_layer,
+                     check_encoder_layer, check_greedy_decode, check_masked_softmax, check_multi_head_attention,
+                     check_padding_mask, check_rotation_matrix, check_scaled_dot_product_attention, check_softmax,
+                     check_split_heads)
+
+__version__ = "0.2.0"

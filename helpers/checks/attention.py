@@ -14,7 +14,8 @@ from typing import Any, Callable
 import numpy as np
 
 from ..attention import masked_softmax, scaled_dot_product_attention, softmax
-from .core import Mistake, call, exercise_check, expect_shape, first_difference, same, to_array
+from .harness import (Known, Mistake, as_numpy, call, compare, exercise, expect_finite, expect_shape,  # noqa: F401
+                      first_difference, match_known, output_and_weights, same, to_array)
 
 
 # ----------------------------------------------------------------------------- shared tools
@@ -116,7 +117,8 @@ def _no_keepdims(x: np.ndarray, axis: int) -> np.ndarray:
         return np.full_like(x, np.inf)
 
 
-@exercise_check("softmax", "correct! Stable at logits of 1000, and each slice along `axis` sums to 1.")
+@exercise("softmax", notebook="02_attention", defines="softmax",
+          success="correct! Stable at logits of 1000, and each slice along `axis` sums to 1.")
 def check_softmax(softmax_fn: Callable) -> str:
     """Check a student's softmax(x, axis=-1) against the reference, including huge logits."""
     for description, x, kwargs in softmax_cases():
@@ -197,7 +199,8 @@ def wrong_attentions(Q: np.ndarray, K: np.ndarray, V: np.ndarray, mask: Any) -> 
     return wrong
 
 
-@exercise_check("scaled_dot_product_attention", "correct! softmax(Q K^T / sqrt(d_k)) V, batched and masked.")
+@exercise("scaled_dot_product_attention", notebook="02_attention", defines="scaled_dot_product_attention",
+          success="correct! softmax(Q K^T / sqrt(d_k)) V, batched and masked.")
 def check_scaled_dot_product_attention(attention_fn: Callable) -> str:
     """Check a student's scaled_dot_product_attention(Q, K, V, mask=None) -> (output, weights)."""
     passed_2d = False

@@ -12,7 +12,8 @@ import numpy as np
 from ..attention import masked_softmax, softmax
 from ..masking import causal_mask, padding_mask
 from .attention import compare, quiet_call
-from .core import Mistake, as_numpy, expect_shape, exercise_check, to_array
+from .harness import (Known, Mistake, as_numpy, call, compare, exercise, expect_finite, expect_shape,  # noqa: F401
+                      first_difference, match_known, output_and_weights, same, to_array)
 
 INVERTED = ("your mask is inverted: here True means MAY attend (the convention of "
             "F.scaled_dot_product_attention); True = blocked is nn.MultiheadAttention's convention.")
@@ -43,7 +44,8 @@ def wrong_causal_masks(size: int) -> dict[str, np.ndarray]:
     }
 
 
-@exercise_check("causal_mask", "correct! Lower triangle including the diagonal: no query sees its future.")
+@exercise("causal_mask", notebook="04_masking", defines="causal_mask",
+          success="correct! Lower triangle including the diagonal: no query sees its future.")
 def check_causal_mask(causal_fn: Callable) -> str:
     """Check a student's causal_mask(size): bool (size, size), True on and below the diagonal."""
     for size in (5, 1, 8):
@@ -71,7 +73,8 @@ def padding_cases() -> list[tuple[np.ndarray, int]]:
     ]
 
 
-@exercise_check("padding_mask", "correct! True for real tokens, False for padding, shape (batch, 1, 1, L).")
+@exercise("padding_mask", notebook="04_masking", defines="padding_mask",
+          success="correct! True for real tokens, False for padding, shape (batch, 1, 1, L).")
 def check_padding_mask(padding_fn: Callable) -> str:
     """Check a student's padding_mask(tokens, pad_id): bool (batch, 1, 1, L), True for real tokens."""
     for tokens, pad_id in padding_cases():
@@ -144,7 +147,8 @@ def wrong_masked_softmaxes(scores: np.ndarray, mask: np.ndarray) -> dict[str, np
         }
 
 
-@exercise_check("masked_softmax", "correct! Blocked keys get exactly 0, fully masked rows are all zeros, no NaN.")
+@exercise("masked_softmax", notebook="04_masking", defines="masked_softmax",
+          success="correct! Blocked keys get exactly 0, fully masked rows are all zeros, no NaN.")
 def check_masked_softmax(masked_softmax_fn: Callable) -> str:
     """Check a student's masked_softmax(scores, mask): softmax over keys, blocked keys 0, empty rows 0."""
     for description, scores, mask in masked_softmax_cases():

@@ -10,7 +10,8 @@ import numpy as np
 from ..attention import masked_softmax
 from ..multi_head import combine_heads, multi_head_attention, split_heads
 from .attention import output_and_weights, quiet_call
-from .core import Mistake, exercise_check, expect_shape, first_difference, same, to_array
+from .harness import (Known, Mistake, as_numpy, call, compare, exercise, expect_finite, expect_shape,  # noqa: F401
+                      first_difference, match_known, output_and_weights, same, to_array)
 
 MIXED_HINT = ("you reshaped straight to (batch, h, L, d_k) without a transpose: that silently mixes "
               "positions across heads (head 0 gets the first positions' features, not d_k features of "
@@ -39,7 +40,8 @@ def wrong_splits(x: np.ndarray, num_heads: int) -> dict[str, np.ndarray]:
     }
 
 
-@exercise_check("split_heads", "correct! (batch, L, d_model) -> (batch, h, L, d_k), head i owns columns i*d_k...")
+@exercise("split_heads", notebook="03_multi_head_attention", defines="split_heads",
+          success="correct! (batch, L, d_model) -> (batch, h, L, d_k), head i owns columns i*d_k...")
 def check_split_heads(split_fn: Callable) -> str:
     """Check a student's split_heads(x, num_heads): (batch, L, d_model) -> (batch, h, L, d_k)."""
     for x, num_heads in split_cases():
@@ -74,7 +76,8 @@ def wrong_combines(x: np.ndarray) -> dict[str, np.ndarray]:
     }
 
 
-@exercise_check("combine_heads", "correct! It undoes split_heads: the heads are concatenated back to d_model.")
+@exercise("combine_heads", notebook="03_multi_head_attention", defines="combine_heads",
+          success="correct! It undoes split_heads: the heads are concatenated back to d_model.")
 def check_combine_heads(combine_fn: Callable) -> str:
     """Check a student's combine_heads(x): (batch, h, L, d_k) -> (batch, L, h * d_k)."""
     for x, num_heads in split_cases():
@@ -167,7 +170,8 @@ def wrong_multi_heads(case: dict) -> dict[str, tuple[np.ndarray, np.ndarray]]:
     return answers
 
 
-@exercise_check("multi_head_attention", "correct! Project, split, attend per head, concatenate, project with W^O.")
+@exercise("multi_head_attention", notebook="03_multi_head_attention", defines="multi_head_attention",
+          success="correct! Project, split, attend per head, concatenate, project with W^O.")
 def check_multi_head_attention(mha_fn: Callable) -> str:
     """Check a student's multi_head_attention(x_q, x_kv, w_q, w_k, w_v, w_o, num_heads, mask=None)."""
     for description, case in mha_cases():

@@ -16,9 +16,10 @@ import torch
 from torch import nn
 
 from ..masking import decoder_mask, padding_mask
-from ..training import greedy_decode as reference_greedy_decode
+from ..decoding import greedy_decode as reference_greedy_decode
 from ..transformer import DecoderLayer, EncoderLayer, Transformer
-from .core import Mistake, call, exercise_check, expect_finite, expect_shape, first_difference, same, to_array
+from .harness import (Known, Mistake, as_numpy, call, compare, exercise, expect_finite, expect_shape,  # noqa: F401
+                      first_difference, match_known, output_and_weights, same, to_array)
 
 D_MODEL, HEADS, D_FF = 16, 4, 32
 
@@ -118,7 +119,8 @@ def wrong_encoder_outputs(layer: EncoderLayer, x: torch.Tensor, mask: torch.Tens
     return {hint: _np(out) for hint, out in chosen.items()}
 
 
-@exercise_check("encoder_layer", "correct! EncoderLayer.forward matches the reference, post-norm and pre-norm.")
+@exercise("encoder_layer", notebook="05_transformer", defines="EncoderLayer",
+          success="correct! EncoderLayer.forward matches the reference, post-norm and pre-norm.")
 def check_encoder_layer(EncoderLayerClass: Any) -> str:
     """Check the forward pass of a student's EncoderLayer class against helpers.EncoderLayer."""
     cls = _as_class(EncoderLayerClass, "EncoderLayer")
@@ -274,7 +276,8 @@ def _decoder_inputs(l_tgt: int, l_src: int, seed: int):
     return x, memory, decoder_mask(tgt_ids, 0), padding_mask(src_ids, 0)
 
 
-@exercise_check("decoder_layer", "correct! DecoderLayer.forward matches the reference: masked self-attention, "
+@exercise("decoder_layer", notebook="05_transformer", defines="DecoderLayer",
+          success="correct! DecoderLayer.forward matches the reference: masked self-attention, "
                                  "cross-attention and feed-forward, post-norm and pre-norm.")
 def check_decoder_layer(DecoderLayerClass: Any) -> str:
     """Check the forward pass of a student's DecoderLayer class against helpers.DecoderLayer."""
@@ -376,7 +379,8 @@ def _wrong_decodings(model: Transformer, src: torch.Tensor) -> dict[str, np.ndar
         }
 
 
-@exercise_check("greedy_decode", "correct! One token at a time, always the most likely one.")
+@exercise("greedy_decode", notebook="05_transformer", defines="greedy_decode",
+          success="correct! One token at a time, always the most likely one.")
 def check_greedy_decode(greedy_decode_fn: Any) -> str:
     """Check a student's greedy_decode(model, src, max_len, start_id, end_id) against the reference."""
     model, src = _decoding_model(), _decoding_source()

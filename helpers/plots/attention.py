@@ -11,7 +11,7 @@ from typing import Any, Sequence
 import matplotlib.pyplot as plt
 import numpy as np
 
-from .validation import shape_str
+from ..validation import shape_str
 
 
 def _matrix(values: Any, name: str, ndim: int = 2, layout: str = "(L_q, L_k)") -> np.ndarray:

@@ -10,7 +10,9 @@ from typing import Any, Sequence
 import matplotlib.pyplot as plt
 import numpy as np
 
-from .training import History, loss_floor, transformer_lr
+from ..loss import loss_floor
+from ..schedule import transformer_lr
+from ..training import History
 
 
 def moving_average(values: Sequence[float], window: int = 25) -> np.ndarray:

@@ -1,7 +1,7 @@
 """Grade a student notebook from the command line.
 
-    python -m helpers.grade notebooks/01_positional_encoding.ipynb
-    python -m helpers.grade path/to/student.ipynb --json
+    python -m course_tools.grade notebooks/01_positional_encoding.ipynb
+    python -m course_tools.grade path/to/student.ipynb --json
 
 The notebook is executed top to bottom in a fresh kernel (errors do not stop it; a cell running
 longer than --timeout seconds is interrupted). Every check cell reports its exercise as
@@ -22,17 +22,19 @@ from pathlib import Path
 import nbformat
 from nbclient import NotebookClient
 
-from .checks import EXERCISES
-from .checks.core import FAIL, PASS, SYMBOLS
+from helpers.checks import exercises_in
+from helpers.checks.harness import FAIL, PASS, SYMBOLS
 
 NOT_RUN = "its check cell did not run: it was deleted, or the cell failed before the check was called."
 
 
 def expected_exercises(path: Path) -> list[str]:
     """The exercises the course's notebook of this name contains (matched on the file name)."""
-    for stem, names in EXERCISES.items():
+    from helpers.checks import EXERCISES
+    stems = {e.notebook for e in EXERCISES.values()}
+    for stem in stems:
         if stem in path.stem:
-            return list(names)
+            return [e.name for e in exercises_in(stem)]
     return []
 
 

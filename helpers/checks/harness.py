@@ -1,0 +1,345 @@
+"""The check harness: the exercise registry, a safe call of the student's code, comparisons, verdicts.
+
+Every exercise is declared once, on its check function, and everything else reads that declaration
+(the grader's list of exercises, the nbgrader metadata of the notebooks, the tests that count them):
+
+    @exercise("create_position_matrix", notebook="01_positional_encoding", defines="create_position_matrix",
+              success="correct! Sine on the even columns, cosine on the odd ones.",
+              mistakes={"sin_cos_swapped": "you put cos on the even columns and sin on the odd ones. ..."})
+    def check_create_position_matrix(create_position_matrix): ...
+
+Each known mistake is data: a short stable code, the hint the student reads, and (in the check
+module) the wrong implementation that produces it. A check body raises ``Known(code)`` when the
+answer equals a known wrong answer, ``Mistake(message)`` for anything else it can explain, and
+returns when the answer is right. The decorator turns that into a ``Verdict``: an object whose
+display is the one verdict line and which is truthy exactly when the exercise passes.
+
+    ✅ create_position_matrix: correct! ...
+    📝 create_position_matrix: not implemented yet: replace `# Your Code Here` and `raise NotImplementedError()` ...
+    ❌ create_position_matrix: you put cos on the even columns and sin on the odd ones ...
+
+A check never raises, with one exception: under nbgrader's autograding (the environment variable
+``NBGRADER_EXECUTION`` is set) a verdict other than a pass raises ``CheckFailed`` with the verdict
+line as its message, so that the check cell earns no points. When ``HELPERS_GRADE_LOG`` names a
+file, each verdict is also appended to it as one JSON line, which the course grader reads.
+"""
+
+from __future__ import annotations
+
+import functools
+import json
+import math
+import os
+import string
+import traceback
+import warnings
+from dataclasses import dataclass, field
+from typing import Any, Callable
+
+import numpy as np
+
+PASS, FAIL, TODO = "pass", "fail", "todo"
+SYMBOLS = {PASS: "✅", FAIL: "❌", TODO: "📝"}
+
+# Codes every check may report besides its own known mistakes: what the harness itself recognises.
+GENERIC_MISTAKES = {
+    "not_callable": "expected a function or class, got {kind}. Pass it itself, without ().",
+    "returned_none": "{what} returned None. Did you forget the `return` statement?",
+    "not_an_array": "{what} returned a {kind}, which is not {expected}.",
+    "raised_error": "{call} raised {error}{where}",
+    "wrong_shape": "{what} has shape {actual}, expected {expected}.{hint}",
+    "not_finite": "{what} contains NaN or inf (first at index {index}).",
+    "check_error": "the check could not run ({error}).",
+}
+
+
+# ---------------------------------------------------------------------------------------- registry
+@dataclass(frozen=True)
+class Exercise:
+    """One exercise: where it lives, what the student writes, and the mistakes its check names."""
+
+    name: str  # reported by the grader; the nbgrader grade_id of its check cell
+    notebook: str  # the notebook's file name without .ipynb, e.g. "01_positional_encoding"
+    defines: str  # the function or class the student completes in the exercise cell
+    success: str  # the start of the verdict line of a pass
+    mistakes: dict[str, str] = field(default_factory=dict)  # code -> hint (a str.format template)
+    points: int = 1
+    check: Callable | None = field(default=None, compare=False, repr=False)
+
+    @property
+    def check_name(self) -> str:
+        return self.check.__name__ if self.check else f"check_{self.name}"
+
+    def hint(self, code: str, **fields: Any) -> str:
+        """The hint of a known (or generic) mistake, its template filled with fields."""
+        template = self.mistakes.get(code, GENERIC_MISTAKES.get(code))
+        if template is None:
+            raise KeyError(f"{self.name} declares no mistake {code!r}")
+        return template.format(**fields) if fields else template
+
+
+EXERCISES: dict[str, Exercise] = {}  # name -> Exercise, in the order the check modules declare them
+
+
+def exercise(name: str, *, notebook: str, defines: str, success: str = "correct!",
+             mistakes: dict[str, str] | None = None, points: int = 1) -> Callable:
+    """Declare an exercise on its check body and turn the body into a never-raising check.
+
+    The body receives the student's function (and any extra arguments). It raises ``Known(code)``
+    or ``Mistake(message)`` when the answer is wrong, and returns an optional sentence that is
+    added to the success line when it is right.
+    """
+    mistakes = dict(mistakes or {})
+    for code in mistakes:
+        if not code.isidentifier() or code != code.lower() or code in GENERIC_MISTAKES:
+            raise ValueError(f"mistake code {code!r} of {name}: use a new lower_snake_case identifier")
+    if name in EXERCISES:
+        raise ValueError(f"exercise {name!r} is declared twice")
+
+    def decorate(body: Callable) -> Callable:
+        declared = Exercise(name, notebook, defines, success, mistakes, points, None)
+
+        @functools.wraps(body)
+        def check(*args: Any, **kwargs: Any) -> Verdict:
+            with warnings.catch_warnings(), np.errstate(all="ignore"):  # a check cell writes no warning
+                warnings.simplefilter("ignore")
+                try:
+                    extra = body(*args, **kwargs)
+                except NotImplementedYet as todo:
+                    verdict = Verdict(name, TODO, f"not implemented yet: {todo}")
+                except Known as known:
+                    verdict = Verdict(name, FAIL, _fill(declared, known.code, known.fields), known.code)
+                except Mistake as mistake:
+                    verdict = Verdict(name, FAIL, str(mistake), mistake.code)
+                except Exception as bug:  # a bug in the check itself must still not show a traceback wall
+                    verdict = Verdict(name, FAIL, declared.hint("check_error", error=f"{type(bug).__name__}: {bug}"),
+                                      "check_error")
+                else:
+                    verdict = Verdict(name, PASS, f"{success} {extra or ''}".strip())
+            return verdict.record()
+
+        registered = Exercise(name, notebook, defines, success, mistakes, points, check)
+        EXERCISES[name] = registered
+        check.exercise = registered
+        return check
+
+    return decorate
+
+
+def _fill(declared: Exercise, code: str, fields: dict) -> str:
+    try:
+        return declared.hint(code, **fields)
+    except (KeyError, IndexError) as error:  # an undeclared code or a missing field is a bug of the check
+        return declared.hint("check_error", error=f"unknown mistake or field: {error}")
+
+
+def exercises_in(notebook: str) -> list[Exercise]:
+    """The exercises of one notebook (its file name, with or without .ipynb), in notebook order."""
+    stem = notebook[:-6] if notebook.endswith(".ipynb") else notebook
+    return [e for e in EXERCISES.values() if e.notebook == stem]
+
+
+def hint_fields(template: str) -> list[str]:
+    """The {fields} a hint template needs."""
+    return [f for _, f, _, _ in string.Formatter().parse(template) if f]
+
+
+# ---------------------------------------------------------------------------------------- verdicts
+class CheckFailed(Exception):
+    """Raised by a check under nbgrader's autograding when the exercise does not pass."""
+
+
+@dataclass(frozen=True)
+class Verdict:
+    """What a check returns: displayed as its one verdict line, truthy exactly when it passes."""
+
+    exercise: str
+    status: str
+    message: str
+    mistake: str | None = None
+
+    def __post_init__(self) -> None:
+        object.__setattr__(self, "message", " ".join(str(self.message).split()))  # one line, always
+
+    def __bool__(self) -> bool:
+        return self.status == PASS
+
+    def __str__(self) -> str:
+        return f"{SYMBOLS[self.status]} {self.exercise}: {self.message}"
+
+    __repr__ = __str__
+
+    def _repr_pretty_(self, printer: Any, cycle: bool) -> None:  # IPython's display of a cell's last value
+        printer.text(str(self))
+
+    def to_dict(self) -> dict:
+        return {"name": self.exercise, "status": self.status, "mistake": self.mistake, "message": self.message}
+
+    def record(self) -> "Verdict":
+        """Log the verdict for the grader; under nbgrader's autograding, raise when it is not a pass."""
+        path = os.environ.get("HELPERS_GRADE_LOG")
+        if path:
+            try:
+                with open(path, "a", encoding="utf-8") as log:
+                    log.write(json.dumps(self.to_dict(), ensure_ascii=False) + "\n")
+            except OSError:
+                pass
+        if os.environ.get("NBGRADER_EXECUTION") and not self:
+            raise CheckFailed(str(self))
+        return self
+
+
+# ---------------------------------------------------------------------------------------- failures
+class Mistake(Exception):
+    """Raised inside a check body: the answer is wrong; the text is the message shown."""
+
+    def __init__(self, message: str, code: str | None = None):
+        super().__init__(message)
+        self.code = code
+
+
+class Known(Exception):
+    """Raised inside a check body: the answer equals a known wrong answer (a declared mistake code)."""
+
+    def __init__(self, code: str, **fields: Any):
+        super().__init__(code)
+        self.code, self.fields = code, fields
+
+
+class NotImplementedYet(Exception):
+    """Raised inside a check body: the student's function still holds its stub."""
+
+
+def generic(code: str, **fields: Any) -> Mistake:
+    """A Mistake with one of the GENERIC_MISTAKES codes and its filled-in message."""
+    return Mistake(GENERIC_MISTAKES[code].format(**fields), code)
+
+
+# ---------------------------------------------------------------------------------------- calling
+def call(func: Any, *args: Any, **kwargs: Any) -> Any:
+    """Call the student's function quietly; turn its stub or its crash into a readable message."""
+    if not callable(func):
+        raise generic("not_callable", kind=type(func).__name__)
+    try:
+        with warnings.catch_warnings(), np.errstate(all="ignore"):
+            warnings.simplefilter("ignore")
+            return func(*args, **kwargs)
+    except NotImplementedError:
+        raise NotImplementedYet("replace `# Your Code Here` and `raise NotImplementedError()` with your code.") from None
+    except Exception as error:  # report where in the student's code it broke, in one line
+        where = ""
+        frames = traceback.extract_tb(error.__traceback__)
+        if len(frames) > 1:
+            frame = frames[-1]
+            code = (frame.line or "").strip()
+            where = f" (at line {frame.lineno}: `{code}`)" if code else f" (at line {frame.lineno})"
+        raise generic("raised_error", call=_call_label(func, args, kwargs), error=f"{type(error).__name__}: {error}",
+                      where=where) from None
+
+
+def _call_label(func: Any, args: tuple, kwargs: dict) -> str:
+    name = getattr(func, "__name__", "your function")
+    parts = [_short(a) for a in args] + [f"{k}={_short(v)}" for k, v in kwargs.items()]
+    return f"{name}({', '.join(parts)})"
+
+
+def _short(value: Any) -> str:
+    shape = getattr(value, "shape", None)
+    if shape is not None:
+        return f"<{type(value).__name__} of shape {tuple(shape)}>"
+    text = repr(value)
+    return text if len(text) <= 30 else text[:27] + "..."
+
+
+# ---------------------------------------------------------------------------------------- converting
+def as_numpy(value: Any, what: str, dtype: Any = None, kind: str = "an array") -> np.ndarray:
+    """Turn a returned value (array, tensor, nested list) into a numpy array, or explain why it cannot be one."""
+    if value is None:
+        raise generic("returned_none", what=what)
+    if hasattr(value, "detach") and hasattr(value, "cpu"):  # a torch tensor
+        value = value.detach().cpu().numpy()
+    try:
+        with warnings.catch_warnings():
+            warnings.simplefilter("ignore")
+            return np.asarray(value, dtype=dtype)
+    except Exception:  # noqa: BLE001 - ragged lists, strings, odd objects
+        raise generic("not_an_array", what=what, kind=type(value).__name__, expected=kind) from None
+
+
+def to_array(value: Any, what: str) -> np.ndarray:
+    """Turn a returned value into a float64 numpy array, or explain why it cannot be one."""
+    return as_numpy(value, what, np.float64, "an array of numbers")
+
+
+def output_and_weights(result: Any, what: str) -> tuple[np.ndarray, np.ndarray]:
+    """Split a returned (output, weights) pair into two float arrays, or explain what is wrong."""
+    if result is None:
+        raise generic("returned_none", what=what)
+    if not isinstance(result, (tuple, list)) or len(result) != 2:
+        shape = getattr(result, "shape", None)
+        extra = f" of shape {tuple(shape)}" if shape is not None else ""
+        raise Mistake(f"{what} returned a {type(result).__name__}{extra}; it must return a pair: "
+                      "`return output, weights`.", "not_a_pair")
+    return to_array(result[0], f"{what}[0] (output)"), to_array(result[1], f"{what}[1] (weights)")
+
+
+# ---------------------------------------------------------------------------------------- comparing
+def expect_shape(array: np.ndarray, shape: tuple, what: str, hint: str = "") -> None:
+    """Raise a wrong_shape Mistake naming both shapes when they differ."""
+    if array.shape != tuple(shape):
+        raise generic("wrong_shape", what=what, actual=array.shape, expected=tuple(shape),
+                      hint=f" {hint}" if hint else "")
+
+
+def expect_finite(array: np.ndarray, what: str) -> None:
+    if not np.all(np.isfinite(array)):
+        bad = np.argwhere(~np.isfinite(array))[0]
+        raise generic("not_finite", what=what, index=tuple(int(i) for i in bad))
+
+
+def same(actual: Any, expected: Any, atol: float = 1e-6) -> bool:
+    """True when two arrays (or two (output, weights) pairs) have the same shapes and agree to
+    float32-level tolerance. NaN equals NaN, so a known wrong answer that gives NaN is recognised."""
+    if isinstance(expected, tuple):
+        return (isinstance(actual, tuple) and len(actual) == len(expected)
+                and all(same(a, e, atol) for a, e in zip(actual, expected)))
+    return actual.shape == expected.shape and bool(np.allclose(actual, expected, rtol=1e-5, atol=atol,
+                                                               equal_nan=True))
+
+
+def match_known(actual: Any, wrong_answers: dict[Any, Any]) -> None:
+    """Raise the known mistake of the first wrong answer that actual equals.
+
+    wrong_answers maps a mistake code (or a ``Known(code, **fields)`` whose hint needs fields) to
+    the wrong array, or the wrong (output, weights) pair, that the mistake produces.
+    """
+    for key, wrong in wrong_answers.items():
+        if wrong is not None and same(actual, wrong):
+            raise key if isinstance(key, Known) else Known(key)
+
+
+def first_difference(actual: np.ndarray, expected: np.ndarray) -> str:
+    """Describe the entry where two same-shaped arrays differ most."""
+    diff = np.nan_to_num(np.abs(actual - expected), nan=np.inf)
+    index = tuple(int(i) for i in np.unravel_index(int(np.argmax(diff)), diff.shape))
+    return f"at index {index} you have {actual[index]:.6g}, the reference has {expected[index]:.6g}"
+
+
+def compare(actual: np.ndarray, expected: np.ndarray, wrong_answers: dict[str, Any], what: str) -> None:
+    """Pass when actual equals expected; else the known mistake it matches; else NaN or the first difference."""
+    if same(actual, expected):
+        return
+    match_known(actual, wrong_answers)
+    if np.isnan(actual).any():
+        raise generic("not_finite", what=what, index=tuple(int(i) for i in np.argwhere(np.isnan(actual))[0]))
+    raise Mistake(f"{what} differs from the reference: {first_difference(actual, expected)}.")
+
+
+def is_close(a: float, b: float, tol: float = 1e-6) -> bool:
+    return math.isclose(a, b, rel_tol=tol, abs_tol=tol)
+
+
+__all__ = ["CheckFailed", "EXERCISES", "Exercise", "FAIL", "GENERIC_MISTAKES", "Known", "Mistake", "NotImplementedYet",
+           "PASS", "SYMBOLS", "TODO", "Verdict", "as_numpy", "call", "compare", "exercise", "exercises_in",
+           "expect_finite", "expect_shape", "first_difference", "generic", "hint_fields", "is_close",
+           "match_known", "output_and_weights", "same", "to_array"]
