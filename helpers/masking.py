@@ -54,6 +54,12 @@ def _tokens_2d(tokens: Any, name: str = "tokens"):
     return array
 
 
+def _pad_id(pad_id: Any) -> int:
+    if isinstance(pad_id, (bool, np.bool_)) or not isinstance(pad_id, (int, np.integer)):
+        raise ValueError(f"pad_id must be an integer token id, got {pad_id!r} ({type(pad_id).__name__})")
+    return int(pad_id)
+
+
 def padding_mask(tokens: Any, pad_id: int) -> Any:
     """True for real tokens, False for padding: shape (batch, 1, 1, L) from ``tokens`` (batch, L).
 
@@ -61,7 +67,7 @@ def padding_mask(tokens: Any, pad_id: int) -> Any:
     ignores the padded KEYS. numpy in -> numpy out; torch in -> torch.bool out, same device.
     """
     tokens = _tokens_2d(tokens)
-    return (tokens != pad_id)[:, None, None, :]
+    return (tokens != _pad_id(pad_id))[:, None, None, :]
 
 
 def decoder_mask(tokens: Any, pad_id: int) -> Any:

@@ -22,7 +22,7 @@ from .dates import SOURCE_VOCAB, TARGET_VOCAB, encode_sources, encode_targets
 from .loss import LabelSmoothingLoss
 from .schedule import scheduled_lr, transformer_lr
 from .transformer import Transformer
-from .validation import positive_int
+from .validation import positive_float, positive_int, probability
 
 
 # ---------------------------------------------------------------------- device
@@ -48,6 +48,20 @@ class TrainConfig:
     cooldown: float = 0.0
     label_smoothing: float = 0.1
     seed: int = 0
+
+    def __post_init__(self) -> None:
+        for name in ("d_model", "num_heads", "num_layers", "d_ff", "batch_size", "steps", "warmup"):
+            positive_int(getattr(self, name), name)
+        if self.d_model % self.num_heads:
+            raise ValueError(f"d_model={self.d_model} must be divisible by num_heads={self.num_heads} "
+                             f"(each head gets d_k = d_model / num_heads)")
+        probability(self.dropout, "dropout")
+        probability(self.label_smoothing, "label_smoothing")
+        positive_float(self.lr_factor, "lr_factor")
+        if isinstance(self.cooldown, bool) or not isinstance(self.cooldown, (int, float)) or not 0 <= self.cooldown <= 1:
+            raise ValueError(f"cooldown must be a fraction of the steps in [0, 1], got {self.cooldown!r}")
+        if isinstance(self.seed, bool) or not isinstance(self.seed, int):
+            raise ValueError(f"seed must be an integer, got {self.seed!r}")
 
     def to_dict(self) -> dict:
         return asdict(self)

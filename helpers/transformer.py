@@ -231,6 +231,10 @@ class Transformer(nn.Module):
             raise ValueError(f"{name} must hold integer token ids, got dtype {ids.dtype}")
         if ids.shape[1] > self.max_len:
             raise ValueError(f"{name} has length {ids.shape[1]} > max_len={self.max_len}")
+        vocab_size = self.src_vocab_size if name == "src" else self.tgt_vocab_size
+        if ids.numel() and (int(ids.min()) < 0 or int(ids.max()) >= vocab_size):
+            raise ValueError(f"{name} must hold token ids in [0, {name}_vocab_size={vocab_size}), got ids from "
+                             f"{int(ids.min())} to {int(ids.max())}")
         return ids
 
     def make_src_mask(self, src: torch.Tensor) -> torch.Tensor:
