@@ -1,44 +1,61 @@
 # Transformers from Scratch: the two commands of the README, and the tools behind them.
-#   make lab    set up .venv and open the course in JupyterLab
-#   make test   set up .venv and run every test (unit tests, solutions with strict nbval, student notebooks)
+#   make lab      set up .venv and open the course in JupyterLab
+#   make test     set up .venv and run every test (lint, unit tests, drift check, every notebook)
 
 PYTHON ?= python3
 VENV   := .venv
 PY     := $(VENV)/bin/python
 STAMP  := $(VENV)/.installed
+LAB_OVERRIDES := $(VENV)/share/jupyter/lab/settings/overrides.json
+
+# Every recipe line runs in bash with pipefail, so a failing pip is never hidden behind a filter.
+SHELL := /bin/bash
+.SHELLFLAGS := -eu -o pipefail -c
 
 # Stable, quiet notebook runs: a writable matplotlib cache, no busy-waiting OpenMP threads.
 export MPLCONFIGDIR := $(CURDIR)/.cache/matplotlib
 export OMP_WAIT_POLICY := PASSIVE
 export PYDEVD_DISABLE_FILE_VALIDATION := 1
 export PIP_DISABLE_PIP_VERSION_CHECK := 1
+# nbgrader starts the `alembic` program: the environment's own bin/ comes first on PATH.
+export PATH := $(CURDIR)/$(VENV)/bin:$(PATH)
 
 # JupyterLab refuses to run as root unless told to.
 ROOT_FLAG := $(shell [ "$$(id -u)" = 0 ] && echo --allow-root)
 
 NBVAL := --nbval-current-env --nbval-sanitize-with tests/nbval_sanitize.cfg
+# pip's notes about the machine's extra package folders are noise; everything else it says is shown.
+QUIET_PIP := { grep -v "is ignored" || true; }
 
-.PHONY: setup lab test unit nbval-solutions nbval-notebooks student-notebooks check-student-notebooks outputs grade benchmark clean
+.PHONY: setup lab test lint unit nbval-solutions nbval-notebooks student-notebooks check-student-notebooks \
+        outputs grade versions benchmark clean
 
-setup: $(STAMP)
+setup: $(STAMP) $(LAB_OVERRIDES)
 
 $(STAMP): requirements.txt pyproject.toml
 	$(PYTHON) -m venv $(VENV)
-	$(PY) -m pip install --quiet --upgrade pip 2>&1 | grep -v "is ignored" || true
-	$(PY) -m pip install --quiet -r requirements.txt 2>&1 | grep -v "is ignored" || true
-	$(PY) -m pip install --quiet --no-deps -e . 2>&1 | grep -v "is ignored" || true
-	$(PY) -c "import torch, numpy, matplotlib, nbval, helpers"   # fail here, not later, if an install broke
+	$(PY) -m pip install --quiet --upgrade pip 2>&1 | $(QUIET_PIP)
+	$(PY) -m pip install --quiet -r requirements.txt 2>&1 | $(QUIET_PIP)
+	$(PY) -m pip install --quiet --no-deps -e . 2>&1 | $(QUIET_PIP)
+	$(PY) -c "import torch, numpy, matplotlib, nbval, nbgrader, helpers, course_tools"
 	mkdir -p $(MPLCONFIGDIR) && $(PY) -c "import matplotlib.pyplot"   # build the font cache once
 	touch $(STAMP)
+
+# JupyterLab settings kept in the repository (no news pop-up, no update check).
+$(LAB_OVERRIDES): course_tools/jupyterlab-overrides.json $(STAMP)
+	mkdir -p $(dir $@) && cp $< $@
 
 lab: setup
 	$(VENV)/bin/jupyter lab --notebook-dir=. $(ROOT_FLAG) notebooks/01_positional_encoding.ipynb
 
 test: setup
-	$(MAKE) --no-print-directory unit check-student-notebooks nbval-solutions nbval-notebooks
+	$(MAKE) --no-print-directory lint unit check-student-notebooks nbval-solutions nbval-notebooks
+
+lint: setup
+	$(VENV)/bin/ruff check helpers course_tools tests benchmarks
 
 unit: setup
-	$(PY) -m pytest tests -q
+	$(PY) -m pytest tests -q --durations=10
 
 nbval-solutions: setup
 	$(PY) -m pytest $(NBVAL) --nbval solutions -q
@@ -46,12 +63,12 @@ nbval-solutions: setup
 nbval-notebooks: setup
 	$(PY) -m pytest $(NBVAL) --nbval-lax notebooks -q
 
-# Regenerate the student notebooks from the solution notebooks (the single source).
+# Stamp the nbgrader metadata (from the exercise registry) into solutions/, then regenerate notebooks/.
 student-notebooks: setup
-	$(PY) -m helpers.make_student solutions notebooks
+	$(VENV)/bin/tfs-make-student solutions notebooks
 
 check-student-notebooks: setup
-	$(PY) -m helpers.make_student solutions notebooks --check
+	$(VENV)/bin/tfs-make-student solutions notebooks --check
 
 # Re-execute the solution notebooks, store their outputs, then regenerate the student notebooks.
 outputs: setup
@@ -59,9 +76,13 @@ outputs: setup
 		--ExecutePreprocessor.record_timing=False --ExecutePreprocessor.timeout=900 solutions/*.ipynb
 	$(MAKE) --no-print-directory student-notebooks
 
-# Grade a student's notebook:  make grade NB=path/to/01_positional_encoding.ipynb
+# Grade students' notebooks:  make grade NB=path/to/01_positional_encoding.ipynb  (or a folder of them)
 grade: setup
-	$(PY) -m helpers.grade $(NB)
+	$(VENV)/bin/tfs-grade $(NB)
+
+# The versions that matter, and whether they match the pins (paste this into a bug report).
+versions: setup
+	$(VENV)/bin/tfs-versions
 
 benchmark: setup
 	$(PY) benchmarks/run_all.py

@@ -19,8 +19,8 @@ from common import save, table
 import torch
 
 import helpers
-from helpers.training import NOTEBOOK_CONFIG, NOTEBOOK_DATA, LengthBucketedBatches, build_model, exact_match, \
-    train_model
+from helpers.decoding import exact_match
+from helpers.training import NOTEBOOK_CONFIG, NOTEBOOK_DATA, LengthBucketedBatches, build_model, train_model
 
 
 def run(seeds=(0,), every: int = 50, config=NOTEBOOK_CONFIG) -> dict:

@@ -21,7 +21,7 @@ import torch
 from torch import nn
 
 import helpers
-from helpers.training import LabelSmoothingLoss
+from helpers.loss import LabelSmoothingLoss
 
 
 class TorchTransformer(nn.Module):

@@ -67,7 +67,8 @@ class Vocabulary:
         return len(self.itos)
 
     def __repr__(self) -> str:
-        return f"Vocabulary({len(self)} tokens: {' '.join(self.specials)} + {''.join(self.itos[len(self.specials):])!r})"
+        characters = "".join(self.itos[len(self.specials):])
+        return f"Vocabulary({len(self)} tokens: {' '.join(self.specials)} + {characters!r})"
 
     def encode(self, text: str) -> list[int]:
         if not isinstance(text, str):

@@ -82,6 +82,7 @@ class PositionalEncoding(nn.Module):
         length = x.shape[1]
         if length > self.max_len:
             raise ValueError(
-                f"x has length L={length}, longer than max_len={self.max_len}: build PositionalEncoding with a larger max_len"
+                f"x has length L={length}, longer than max_len={self.max_len}: "
+                "build PositionalEncoding with a larger max_len"
             )
         return self.dropout(x + self.pe[:length].to(x.dtype))

@@ -58,7 +58,8 @@ class TrainConfig:
         probability(self.dropout, "dropout")
         probability(self.label_smoothing, "label_smoothing")
         positive_float(self.lr_factor, "lr_factor")
-        if isinstance(self.cooldown, bool) or not isinstance(self.cooldown, (int, float)) or not 0 <= self.cooldown <= 1:
+        cooldown = self.cooldown
+        if isinstance(cooldown, bool) or not isinstance(cooldown, (int, float)) or not 0 <= cooldown <= 1:
             raise ValueError(f"cooldown must be a fraction of the steps in [0, 1], got {self.cooldown!r}")
         if isinstance(self.seed, bool) or not isinstance(self.seed, int):
             raise ValueError(f"seed must be an integer, got {self.seed!r}")

@@ -298,13 +298,14 @@ def parameter_breakdown(model: Transformer) -> "OrderedDict[str, int]":
         add("target embedding (V_tgt x d_model)", model.tgt_embed)
         add("output projection (d_model x V_tgt + V_tgt)", model.generator)
     enc, dec = model.encoder.layers, model.decoder.layers
-    add(f"encoder self-attention ({len(enc)} x 4 d_model^2 + biases)", *[l.self_attn for l in enc])
-    add(f"encoder feed-forward ({len(enc)} x 2 d_model d_ff + biases)", *[l.ff for l in enc])
-    add(f"encoder layer norms ({len(enc)} x 2 x 2 d_model)", *[m for l in enc for m in (l.norm1, l.norm2)])
-    add(f"decoder masked self-attention ({len(dec)} x 4 d_model^2 + biases)", *[l.self_attn for l in dec])
-    add(f"decoder cross-attention ({len(dec)} x 4 d_model^2 + biases)", *[l.cross_attn for l in dec])
-    add(f"decoder feed-forward ({len(dec)} x 2 d_model d_ff + biases)", *[l.ff for l in dec])
-    add(f"decoder layer norms ({len(dec)} x 3 x 2 d_model)", *[m for l in dec for m in (l.norm1, l.norm2, l.norm3)])
+    add(f"encoder self-attention ({len(enc)} x 4 d_model^2 + biases)", *[layer.self_attn for layer in enc])
+    add(f"encoder feed-forward ({len(enc)} x 2 d_model d_ff + biases)", *[layer.ff for layer in enc])
+    add(f"encoder layer norms ({len(enc)} x 2 x 2 d_model)", *[m for layer in enc for m in (layer.norm1, layer.norm2)])
+    add(f"decoder masked self-attention ({len(dec)} x 4 d_model^2 + biases)", *[layer.self_attn for layer in dec])
+    add(f"decoder cross-attention ({len(dec)} x 4 d_model^2 + biases)", *[layer.cross_attn for layer in dec])
+    add(f"decoder feed-forward ({len(dec)} x 2 d_model d_ff + biases)", *[layer.ff for layer in dec])
+    add(f"decoder layer norms ({len(dec)} x 3 x 2 d_model)",
+        *[m for layer in dec for m in (layer.norm1, layer.norm2, layer.norm3)])
     if model.norm_first:
         add("final layer norms (2 x 2 d_model)", model.encoder.norm, model.decoder.norm)
     return groups

@@ -1,6 +1,5 @@
-import json
-import subprocess
-import sys
+import io
+import re
 from pathlib import Path
 
 import nbformat
@@ -9,36 +8,51 @@ import pytest
 ROOT = Path(__file__).resolve().parent.parent
 SOLUTIONS = sorted((ROOT / "solutions").glob("*.ipynb"))
 
+# A solution marker line, in either style: `# BEGIN SOLUTION` (today's) or nbgrader's older `### BEGIN SOLUTION`.
+SOLUTION_MARKER = re.compile(r"^\s*#+\s*(BEGIN|END) SOLUTION\s*$")
+
 
 @pytest.fixture
 def root():
     return ROOT
 
 
-def grade(path, *extra):
-    """Run `python -m helpers.grade PATH --json`; return (exit status, report)."""
-    result = subprocess.run([sys.executable, "-m", "helpers.grade", str(path), "--json", *extra],
-                            capture_output=True, text=True, timeout=900)
-    return result.returncode, json.loads(result.stdout)
+def run_grader(*argv):
+    """Run the grader in-process, `tfs-grade ARGV...`; return (exit status, stdout, stderr)."""
+    from course_tools.grade import main
+
+    out, err = io.StringIO(), io.StringIO()
+    status = main([str(a) for a in argv], stdout=out, stderr=err)
+    return status, out.getvalue(), err.getvalue()
+
+
+def _defining_cell(notebook, name):
+    starts = (f"def {name}(", f"class {name}(")
+    cells = [c for c in notebook.cells if c.cell_type == "code" and c.source.startswith(starts)]
+    assert len(cells) == 1, f"the notebook should define {name} in exactly one cell, found {len(cells)}"
+    return cells[0]
+
+
+def with_answers(folder, notebook_name, answers, file_name=None):
+    """A copy of a pristine student notebook, written to folder, in which each cell defining a name of
+    answers (a function or a class) holds answers[name] instead."""
+    notebook = nbformat.read(ROOT / "notebooks" / f"{notebook_name}.ipynb", as_version=4)
+    for name, source in answers.items():
+        _defining_cell(notebook, name).source = source
+    target = Path(folder) / (file_name or f"{notebook_name}.ipynb")
+    target.parent.mkdir(parents=True, exist_ok=True)
+    nbformat.write(notebook, target)
+    return target
 
 
 def with_answer(tmp_path, notebook_name, function_name, function_source):
     """A copy of a pristine student notebook whose cell defining function_name (a function or a class)
     holds function_source instead."""
-    notebook = nbformat.read(ROOT / "notebooks" / f"{notebook_name}.ipynb", as_version=4)
-    starts = (f"def {function_name}(", f"class {function_name}(")
-    cells = [c for c in notebook.cells if c.cell_type == "code" and c.source.startswith(starts)]
-    assert len(cells) == 1, f"{notebook_name} should define {function_name} in exactly one cell"
-    cells[0].source = function_source
-    target = tmp_path / f"{notebook_name}.ipynb"
-    nbformat.write(notebook, target)
-    return target
+    return with_answers(tmp_path, notebook_name, {function_name: function_source})
 
 
 def solution_source(notebook_name, name):
-    """The solution's cell defining `name`, with its BEGIN/END SOLUTION marker lines removed."""
+    """The solution's cell defining `name`, with its BEGIN/END SOLUTION marker lines removed (either style)."""
     notebook = nbformat.read(ROOT / "solutions" / f"{notebook_name}.ipynb", as_version=4)
-    starts = (f"def {name}(", f"class {name}(")
-    (cell,) = [c for c in notebook.cells if c.cell_type == "code" and c.source.startswith(starts)]
-    return "\n".join(line for line in cell.source.splitlines() if "### BEGIN SOLUTION" not in line
-                     and "### END SOLUTION" not in line)
+    cell = _defining_cell(notebook, name)
+    return "\n".join(line for line in cell.source.splitlines() if not SOLUTION_MARKER.match(line))

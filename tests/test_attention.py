@@ -152,7 +152,8 @@ def test_attention_rejects_mismatched_shapes(args, match):
 
 
 @pytest.mark.parametrize("mask, match", [
-    (np.ones((3, 5), dtype=bool), r"mask of shape \(3, 5\) does not broadcast to the scores \(\.\.\., L_q, L_k\) = \(2, 3, 4\)"),
+    (np.ones((3, 5), dtype=bool),
+     r"mask of shape \(3, 5\) does not broadcast to the scores \(\.\.\., L_q, L_k\) = \(2, 3, 4\)"),
     (np.ones((2, 2, 3, 4), dtype=bool), "mask of shape"),
     (np.ones((3, 4)), "mask must be boolean"),
 ])

@@ -10,7 +10,7 @@ import pytest  # noqa: E402
 import torch  # noqa: E402
 
 from helpers.masking import causal_mask, padding_mask  # noqa: E402
-from helpers.plotting import plot_attention, plot_heads, plot_mask  # noqa: E402
+from helpers.plots import plot_attention, plot_heads, plot_mask  # noqa: E402
 
 WORDS = ["La", "vida", "es", "bella"]
 

@@ -5,7 +5,8 @@ import pytest
 import torch
 
 import helpers
-from helpers.checks.positional import wrong_position_matrices, wrong_rotation_matrices
+from helpers.checks import EXERCISES
+from helpers.checks.positional import wrong_position_matrices
 
 
 def reference_loop(seq_length, embed_size):
@@ -18,10 +19,12 @@ def reference_loop(seq_length, embed_size):
 
 
 def run(check, fn, capsys):
-    result = check(fn)
-    out = capsys.readouterr().out
-    assert out.count("\n") == 1, f"a check prints exactly one line, got: {out!r}"
-    return result, out
+    """Run a check: it prints nothing, and its verdict displays as one line."""
+    verdict = check(fn)
+    assert capsys.readouterr() == ("", ""), "a check writes nothing to stdout or stderr"
+    line = str(verdict)
+    assert "\n" not in line and line == repr(verdict)
+    return verdict, line
 
 
 @pytest.mark.parametrize(
@@ -33,14 +36,14 @@ def run(check, fn, capsys):
      lambda s, e: helpers.positional_encoding(s, e).tolist()],  # and a nested list
 )
 def test_right_answers_pass(fn, capsys):
-    passed, out = run(helpers.check_create_position_matrix, fn, capsys)
-    assert passed is True and out.startswith("✅")
+    verdict, line = run(helpers.check_create_position_matrix, fn, capsys)
+    assert verdict and verdict.status == "pass" and verdict.mistake is None and line.startswith("✅")
 
 
-def by_hint(keyword):
-    """A wrong implementation: the variant whose hint contains keyword."""
+def known(code):
+    """A wrong implementation: the check's own wrong answer of that code."""
     def fn(seq_length, embed_size):
-        (answer,) = [a for h, a in wrong_position_matrices(seq_length, embed_size).items() if keyword in h]
+        (answer,) = [a for key, a in wrong_position_matrices(seq_length, embed_size).items() if key == code]
         return answer
     return fn
 
@@ -95,30 +98,38 @@ def multiplied(seq_length, embed_size):
     return m
 
 
-@pytest.mark.parametrize(
-    "fn,hint",
-    [(swapped, "you put cos on the even columns"),
-     (concatenated, "all the sines first"),
-     (i_not_2i, "uses i where it should use 2i"),
-     (starts_at_one, "positions start at 1"),
-     (base_1000, "base looks like 1000 "),
-     (own_column_index, "cosine columns use their own index"),
-     (multiplied, "multiplied by 10000"),
-     (by_hint("uses 2j"), "uses 2j"),
-     (lambda s, e: reference_loop(s, e).T, "rows and columns are swapped"),
-     (lambda s, e: np.zeros((s, e)), "all zeros"),
-     (lambda s, e: reference_loop(s, e)[:, : e // 2], "has shape"),
-     (lambda s, e: reference_loop(s, e) + 1e-3, "differs from the reference")],
-)
-def test_each_wrong_answer_gets_its_own_hint(fn, hint, capsys):
-    passed, out = run(helpers.check_create_position_matrix, fn, capsys)
-    assert passed is False and out.startswith("❌")
-    assert hint in out
+POSITION_WRONG = [  # a student's wrong implementation -> the mistake code the check must report
+    (swapped, "sin_cos_swapped"),
+    (concatenated, "concatenated"),
+    (i_not_2i, "i_for_2i"),
+    (starts_at_one, "positions_from_1"),
+    (base_1000, "wrong_base"),
+    (own_column_index, "cos_own_index"),
+    (multiplied, "multiplied"),
+    (known("column_index_doubled"), "column_index_doubled"),
+    (lambda s, e: reference_loop(s, e).T, "rows_columns_swapped"),
+    (lambda s, e: np.zeros((s, e)), "all_zeros"),
+    (lambda s, e: np.where(np.arange(e) < 2, reference_loop(s, e), 0.5), "later_columns_wrong"),
+    (lambda s, e: reference_loop(s, e)[:, : e // 2], "wrong_shape"),
+    (lambda s, e: reference_loop(s, e) + 1e-3, None),  # not a known mistake: the first difference is named
+]
 
 
-def test_hints_are_distinct():
-    hints = list(wrong_position_matrices(10, 16))
-    assert len(hints) == len(set(hints))
+@pytest.mark.parametrize("fn, code", POSITION_WRONG)
+def test_each_wrong_answer_gets_its_own_mistake_code(fn, code, capsys):
+    verdict, line = run(helpers.check_create_position_matrix, fn, capsys)
+    assert not verdict and verdict.status == "fail" and line.startswith("❌")
+    assert verdict.mistake == code, line
+    if code is None:
+        assert "differs from the reference" in line
+
+
+def test_base_hint_names_the_base(capsys):
+    verdict, line = run(helpers.check_create_position_matrix, base_1000, capsys)
+    assert "looks like 1000 instead of 10000" in line
+
+
+def test_wrong_answers_are_distinct():
     answers = list(wrong_position_matrices(10, 16).values())
     for a in range(len(answers)):  # every known mistake is distinguishable from the others
         for b in range(a + 1, len(answers)):
@@ -126,26 +137,26 @@ def test_hints_are_distinct():
 
 
 def stub(seq_length, embed_size):
-    position_matrix = np.zeros((seq_length, embed_size))
     # Your Code Here
     raise NotImplementedError()
 
 
 @pytest.mark.parametrize(
-    "fn,status,text",
-    [(stub, "📝", "not implemented yet"),
-     (lambda s, e: None, "❌", "returned None"),
-     (lambda s, e: "abc", "❌", "not an array of numbers"),
-     (lambda s, e: np.float64(0.5), "❌", "has shape ()"),
-     (lambda s, e: np.full((s, e), np.nan), "❌", "NaN"),
-     (lambda s, e: [[1, 2], [3]], "❌", "not an array of numbers"),
-     (lambda s, e: 1 / 0, "❌", "ZeroDivisionError"),
-     (lambda s: None, "❌", "TypeError"),
-     (42, "❌", "expected a function")],
+    "fn, status, code",
+    [(stub, "todo", None),
+     (lambda s, e: None, "fail", "returned_none"),
+     (lambda s, e: "abc", "fail", "not_an_array"),
+     (lambda s, e: np.float64(0.5), "fail", "wrong_shape"),
+     (lambda s, e: np.full((s, e), np.nan), "fail", "not_finite"),
+     (lambda s, e: [[1, 2], [3]], "fail", "not_an_array"),
+     (lambda s, e: 1 / 0, "fail", "raised_error"),
+     (lambda s: None, "fail", "raised_error"),
+     (42, "fail", "not_callable")],
 )
-def test_check_survives_any_return_value(fn, status, text, capsys):
-    passed, out = run(helpers.check_create_position_matrix, fn, capsys)
-    assert passed is False and out.startswith(status) and text in out
+def test_check_survives_any_return_value(fn, status, code, capsys):
+    verdict, line = run(helpers.check_create_position_matrix, fn, capsys)
+    assert not verdict and verdict.status == status and verdict.mistake == code
+    assert line.startswith("📝" if status == "todo" else "❌")
 
 
 def student_rotation(k, d_model):
@@ -158,22 +169,43 @@ def student_rotation(k, d_model):
 
 def test_rotation_check_accepts_right_answers(capsys):
     for fn in (student_rotation, helpers.rotation_matrix, lambda k, d: torch.tensor(student_rotation(k, d))):
-        passed, out = run(helpers.check_rotation_matrix, fn, capsys)
-        assert passed is True and out.startswith("✅")
+        verdict, line = run(helpers.check_rotation_matrix, fn, capsys)
+        assert verdict and line.startswith("✅")
 
 
-@pytest.mark.parametrize(
-    "fn,hint",
-    [(lambda k, d: student_rotation(k, d).T, "blocks are transposed"),
-     (lambda k, d: student_rotation(-k, d), "same as rotating by -k"),
-     (lambda k, d: wrong_rotation_matrices(k, d)[[h for h in wrong_rotation_matrices(k, d) if "k radians" in h][0]],
-      "every block rotates by k radians"),
-     (lambda k, d: wrong_rotation_matrices(k, d)[[h for h in wrong_rotation_matrices(k, d) if "use i" in h][0]],
-      "use i where they should use 2i"),
-     (lambda k, d: np.eye(d), "does not move PE(pos) to PE(pos + k)"),
-     (lambda k, d: np.eye(d + 1), "has shape"),
-     (lambda k, d: None, "returned None")],
-)
-def test_rotation_check_names_the_mistake(fn, hint, capsys):
-    passed, out = run(helpers.check_rotation_matrix, fn, capsys)
-    assert passed is False and hint in out
+def same_angle_every_block(k, d_model):
+    R = np.zeros((d_model, d_model))
+    for i in range(d_model // 2):
+        R[2 * i:2 * i + 2, 2 * i:2 * i + 2] = [[np.cos(k), -np.sin(k)], [np.sin(k), np.cos(k)]]
+    return R
+
+
+def rotation_i_for_2i(k, d_model):
+    R = np.zeros((d_model, d_model))
+    for i in range(d_model // 2):
+        b = k / 10000 ** (i / d_model)
+        R[2 * i:2 * i + 2, 2 * i:2 * i + 2] = [[np.cos(b), -np.sin(b)], [np.sin(b), np.cos(b)]]
+    return R
+
+
+ROTATION_WRONG = [
+    (lambda k, d: student_rotation(k, d).T, "blocks_transposed"),
+    (lambda k, d: student_rotation(-k, d), "blocks_transposed"),  # rotating by -k is the same matrix
+    (same_angle_every_block, "same_angle_every_block"),
+    (rotation_i_for_2i, "i_for_2i"),
+    (lambda k, d: np.eye(d), "does_not_shift"),
+    (lambda k, d: np.eye(d + 1), "wrong_shape"),
+    (lambda k, d: None, "returned_none"),
+]
+
+
+@pytest.mark.parametrize("fn, code", ROTATION_WRONG)
+def test_rotation_check_names_the_mistake(fn, code, capsys):
+    verdict, _ = run(helpers.check_rotation_matrix, fn, capsys)
+    assert not verdict and verdict.mistake == code
+
+
+@pytest.mark.parametrize("name, cases", [("create_position_matrix", POSITION_WRONG),
+                                         ("rotation_matrix", ROTATION_WRONG)])
+def test_every_declared_mistake_is_tested(name, cases):
+    assert set(EXERCISES[name].mistakes) <= {code for _, code in cases}

@@ -102,7 +102,8 @@ def test_length_bucketed_batches_are_seeded_and_tight(small):
     assert padding < 0.05
 
 
-@pytest.mark.parametrize("kwargs, name", [(dict(n_train=0), "n_train"), (dict(n_test=-1), "n_test"),
+@pytest.mark.parametrize("kwargs, name", [(dict(n_train=0), "n_train"), (dict(n_train=-1), "n_train"),
+                                          (dict(n_test=-1), "n_test"),
                                           (dict(n_test=80000), "n_test")])
 def test_bad_arguments(kwargs, name):
     with pytest.raises(ValueError, match=name):

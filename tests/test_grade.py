@@ -1,4 +1,10 @@
-"""End-to-end grading: execute notebooks through `python -m helpers.grade`."""
+"""End-to-end grading through `tfs-grade` (course_tools.grade), kept cheap: each notebook executes once.
+
+Notebook executions in this module: 5 (pristine student notebooks, one grader run on notebooks/)
++ 5 (solutions, one grader run on solutions/) + 1 (a trimmed notebook 01 whose check never returns)
+= 11. The wrong answers (5 more) are in test_grade_wrong_answers.py; the checks themselves are
+tested in-process, against many more wrong answers, in tests/test_checks_*.py.
+"""
 
 import json
 import subprocess
@@ -7,54 +13,118 @@ import sys
 import nbformat
 import pytest
 
-from helpers.checks import EXERCISES
-from helpers.make_student import BEGIN
+from helpers.checks import exercises_in
 
-from conftest import ROOT, SOLUTIONS, grade, with_answer
+from conftest import ROOT, SOLUTIONS, SOLUTION_MARKER, run_grader, with_answer
 
-
-@pytest.mark.parametrize("path", SOLUTIONS, ids=lambda p: p.stem)
-def test_pristine_student_notebook_grades_all_todo(path):
-    code, report = grade(ROOT / "notebooks" / path.name)
-    assert code == 1
-    assert [e["name"] for e in report["exercises"]] == EXERCISES[path.stem]
-    assert [e["status"] for e in report["exercises"]] == ["todo"] * len(EXERCISES[path.stem]), report
-    assert report["passed"] == 0 and report["total"] == len(EXERCISES[path.stem])
+STEMS = [path.stem for path in SOLUTIONS]
 
 
-@pytest.mark.parametrize("path", SOLUTIONS, ids=lambda p: p.stem)
-def test_solution_notebook_grades_all_pass(path):
-    code, report = grade(path)
-    assert code == 0, report
-    assert report["passed"] == report["total"] == len(EXERCISES[path.stem])
+def exercise_names(stem):
+    return [e.name for e in exercises_in(stem)]
 
 
-def test_runaway_cell_is_interrupted_and_graded(tmp_path):
+def by_stem(reports):
+    return {next(s for s in STEMS if s in r["notebook"]): r for r in reports}
+
+
+@pytest.fixture(scope="module")
+def pristine():
+    """One grader run over notebooks/: (exit status, {stem: report})."""
+    status, out, _ = run_grader(ROOT / "notebooks", "--json")
+    reports = json.loads(out)
+    assert isinstance(reports, list) and len(reports) == len(STEMS), "a folder gives a list, one report a notebook"
+    return status, by_stem(reports)
+
+
+@pytest.fixture(scope="module")
+def solved():
+    """One grader run over solutions/: (exit status, {stem: report})."""
+    status, out, _ = run_grader(ROOT / "solutions", "--json")
+    return status, by_stem(json.loads(out))
+
+
+def test_pristine_student_notebooks_exit_1(pristine):
+    status, _ = pristine
+    assert status == 1
+
+
+@pytest.mark.parametrize("stem", STEMS)
+def test_pristine_student_notebook_grades_all_todo(pristine, stem):
+    report = pristine[1][stem]
+    assert [e["name"] for e in report["exercises"]] == exercise_names(stem)
+    assert [(e["status"], e["mistake"]) for e in report["exercises"]] == [("todo", None)] * len(exercise_names(stem)), \
+        report
+    assert report["passed"] == 0 and report["total"] == len(exercise_names(stem))
+
+
+def test_solution_notebooks_exit_0(solved):
+    status, reports = solved
+    assert status == 0, reports
+
+
+@pytest.mark.parametrize("stem", STEMS)
+def test_solution_notebook_grades_all_pass(solved, stem):
+    report = solved[1][stem]
+    assert [e["name"] for e in report["exercises"]] == exercise_names(stem)
+    assert [(e["status"], e["mistake"]) for e in report["exercises"]] == [("pass", None)] * len(exercise_names(stem)), \
+        report
+    assert report["passed"] == report["total"] == len(exercise_names(stem))
+
+
+def test_runaway_cell_is_interrupted_and_the_rest_still_graded(tmp_path):
     looping = "def create_position_matrix(seq_length, embed_size):\n    while True:\n        pass\n"
-    notebook = with_answer(tmp_path, "01_positional_encoding", "create_position_matrix", looping)
-    nb = nbformat.read(notebook, as_version=4)
-    (check,) = [c for c in nb.cells if c.source.startswith("check_create_position_matrix(")]
+    path = with_answer(tmp_path, "01_positional_encoding", "create_position_matrix", looping)
+    notebook = nbformat.read(path, as_version=4)
+    code = [c for c in notebook.cells if c.cell_type == "code"]
+    needed = ("def create_position_matrix(", "check_create_position_matrix(", "def rotation_matrix(",
+              "check_rotation_matrix(")
+    keep = [code[0]] + [c for c in code if c.source.startswith(needed)]
+    assert len(keep) == 5, "the imports, and the exercise and check cells of both exercises"
+    (check,) = [c for c in keep if c.source.startswith("check_create_position_matrix(")]
     check.source = "create_position_matrix(1, 2)\n" + check.source  # the call never returns
-    nbformat.write(nb, notebook)
-    code, report = grade(notebook, "--timeout", "5")
-    assert code == 1
-    assert report["exercises"][0]["status"] == "fail"
-    assert "did not run" in report["exercises"][0]["message"]
+    notebook.cells = keep  # only what the test needs: the imports are the only slow cell
+    nbformat.write(notebook, path)
+    status, out, _ = run_grader(path, "--json", "--timeout", "8")
+    report = json.loads(out)  # one notebook file: one object
+    assert status == 1
+    first, second = report["exercises"]
+    assert (first["name"], first["status"], first["mistake"]) == ("create_position_matrix", "fail", "check_not_run")
+    assert "did not run" in first["message"]
+    assert (second["name"], second["status"]) == ("rotation_matrix", "todo"), "the cells after the interrupt ran"
 
 
 def test_unreadable_notebook_exits_2(tmp_path):
     broken = tmp_path / "broken.ipynb"
     broken.write_text("{not json")
-    result = subprocess.run([sys.executable, "-m", "helpers.grade", str(broken)], capture_output=True, text=True)
+    result = subprocess.run([sys.executable, "-m", "course_tools.grade", str(broken)], capture_output=True, text=True,
+                            timeout=300)
     assert result.returncode == 2 and "cannot read" in result.stderr
-    missing = subprocess.run([sys.executable, "-m", "helpers.grade", str(tmp_path / "nope.ipynb"), "--json"],
-                             capture_output=True, text=True)
-    assert missing.returncode == 2 and "error" in json.loads(missing.stdout)
+    status, out, _ = run_grader(tmp_path / "nope.ipynb", "--json")
+    assert status == 2 and "error" in json.loads(out)
+    empty = tmp_path / "empty_folder"
+    empty.mkdir()
+    status, out, _ = run_grader(empty, "--json")
+    assert status == 2 and "error" in json.loads(out)[0]
+
+
+def test_folders_are_searched_recursively_skipping_checkpoints(tmp_path):
+    from course_tools.grade import course_notebook, find_notebooks
+
+    for name in ("b/bob_02_attention.ipynb", "a/alice_01_positional_encoding.ipynb", "a/.ipynb_checkpoints/x.ipynb",
+                 "a/notes.txt", "top_04_masking.ipynb"):
+        (tmp_path / name).parent.mkdir(parents=True, exist_ok=True)
+        (tmp_path / name).write_text("{}")
+    found = find_notebooks([tmp_path])
+    assert [p.relative_to(tmp_path).as_posix() for p, problem in found if problem is None] == [
+        "a/alice_01_positional_encoding.ipynb", "b/bob_02_attention.ipynb", "top_04_masking.ipynb"]
+    assert [course_notebook(p) for p, _ in found] == ["01_positional_encoding", "02_attention", "04_masking"]
 
 
 def test_solution_regions_only_inside_functions():
     for path in SOLUTIONS:
         for cell in nbformat.read(path, as_version=4).cells:
             for line in cell.source.splitlines():
-                if line.strip() == BEGIN:
-                    assert line.startswith(" "), f"{path.name}: a solution region at top level breaks the student notebook"
+                if SOLUTION_MARKER.match(line) and "BEGIN" in line:
+                    assert line.startswith(" "), \
+                        f"{path.name}: a solution region at top level breaks the student notebook"

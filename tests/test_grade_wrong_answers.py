@@ -1,13 +1,23 @@
-"""Each wrong implementation named in the issues grades `fail` through `python -m helpers.grade`,
-with its own hint. (The checks themselves are tested against many more in tests/test_checks_*.py;
-this file proves the whole path: notebook -> kernel -> check -> grader report.)"""
+"""The grader end to end on wrong answers: one grader run over a folder of submissions in which every
+exercise of every course notebook holds a different wrong answer (5 notebook executions in all).
+
+Each must be reported as `fail` with its mistake code, in the CSV, whose rows and mistake counts are
+tested on the same run. The checks themselves are tested in-process, against many more wrong
+answers, in tests/test_checks_*.py: this file proves the whole path notebook -> kernel -> check -> report.
+"""
+
+import csv
 
 import pytest
 
-from conftest import grade, solution_source, with_answer
+from helpers.checks import exercises_in
+
+from conftest import SOLUTIONS, run_grader, solution_source, with_answers
+
+STEMS = [path.stem for path in SOLUTIONS]
 
 
-def student_answer(even_column, odd_column):
+def create_position_matrix(even_column, odd_column):
     """create_position_matrix as a student writes it, with the two assignments given."""
     return f"""def create_position_matrix(seq_length, embed_size):
     position_matrix = np.zeros((seq_length, embed_size))
@@ -19,43 +29,6 @@ def student_answer(even_column, odd_column):
 """
 
 
-POSITIONAL = {  # hint -> the wrong implementations named in issue #2
-    "cos on the even columns": student_answer(
-        "position_matrix[pos, i] = np.cos(pos / 10000 ** (i / embed_size))",
-        "position_matrix[pos, i + 1] = np.sin(pos / 10000 ** (i / embed_size))"),
-    "all the sines first": student_answer(
-        "position_matrix[pos, i // 2] = np.sin(pos / 10000 ** (i / embed_size))",
-        "position_matrix[pos, embed_size // 2 + i // 2] = np.cos(pos / 10000 ** (i / embed_size))"),
-    "uses i where it should use 2i": student_answer(
-        "position_matrix[pos, i] = np.sin(pos / 10000 ** (i / 2 / embed_size))",
-        "position_matrix[pos, i + 1] = np.cos(pos / 10000 ** (i / 2 / embed_size))"),
-    "base looks like 1000 ": student_answer(
-        "position_matrix[pos, i] = np.sin(pos / 1000 ** (i / embed_size))",
-        "position_matrix[pos, i + 1] = np.cos(pos / 1000 ** (i / embed_size))"),
-    "positions start at 1": student_answer(
-        "position_matrix[pos, i] = np.sin((pos + 1) / 10000 ** (i / embed_size))",
-        "position_matrix[pos, i + 1] = np.cos((pos + 1) / 10000 ** (i / embed_size))"),
-}
-
-CASES = [("01_positional_encoding", "create_position_matrix", code, hint) for hint, code in POSITIONAL.items()]
-CASES += [  # notebook, exercise, the student's wrong code, the hint it must get (issue #3)
-    ("02_attention", "softmax", "def softmax(x, axis=-1):\n    e = np.exp(x)\n    return e / e.sum(axis=axis, keepdims=True)", "overflows"),
-    ("02_attention", "scaled_dot_product_attention", "def scaled_dot_product_attention(Q, K, V, mask=None):\n    s = Q @ np.swapaxes(K, -1, -2)\n    if mask is not None:\n        s = np.where(mask, s, -np.inf)\n    w = helpers.softmax(s)\n    return w @ V, w", "forgot to divide"),
-    ("02_attention", "scaled_dot_product_attention", "def scaled_dot_product_attention(Q, K, V, mask=None):\n    s = Q @ np.swapaxes(K, -1, -2) / Q.shape[-1]\n    if mask is not None:\n        s = np.where(mask, s, -np.inf)\n    w = helpers.softmax(s)\n    return w @ V, w", "instead of sqrt(d_k)"),
-    ("02_attention", "scaled_dot_product_attention", "def scaled_dot_product_attention(Q, K, V, mask=None):\n    s = Q @ np.swapaxes(K, -1, -2) / math.sqrt(Q.shape[-1])\n    if mask is not None:\n        s = np.where(mask, s, -np.inf)\n    w = helpers.softmax(s, axis=-2)\n    return w @ V, w", "wrong axis"),
-    ("02_attention", "scaled_dot_product_attention", "def scaled_dot_product_attention(Q, K, V, mask=None):\n    s = Q @ K / math.sqrt(Q.shape[-1])\n    if mask is not None:\n        s = np.where(mask, s, -np.inf)\n    w = helpers.softmax(s)\n    return w @ V, w", "K is not transposed"),
-    ("02_attention", "scaled_dot_product_attention", "def scaled_dot_product_attention(Q, K, V, mask=None):\n    s = Q @ np.swapaxes(K, -1, -2) / math.sqrt(Q.shape[-1])\n    w = helpers.softmax(s)\n    if mask is not None:\n        w = w * mask\n    return w @ V, w", "after the softmax"),
-    ("03_multi_head_attention", "split_heads", "def split_heads(x, num_heads):\n    b, l, d = x.shape\n    return x.reshape(b, num_heads, l, d // num_heads)", "silently mixes positions"),
-    ("03_multi_head_attention", "combine_heads", "def combine_heads(x):\n    b, h, l, d = x.shape\n    return x.reshape(b, l, h * d)", "silently mixes positions"),
-    ("04_masking", "causal_mask", "def causal_mask(size):\n    return np.tril(np.ones((size, size), dtype=bool), k=-1)", "off by one"),
-    ("04_masking", "causal_mask", "def causal_mask(size):\n    return np.triu(np.ones((size, size), dtype=bool))", "swapped"),
-    ("04_masking", "padding_mask", "def padding_mask(tokens, pad_id):\n    return (tokens == pad_id)[:, None, None, :]", "pads are marked True"),
-    ("04_masking", "masked_softmax", "def masked_softmax(scores, mask):\n    return helpers.softmax(np.where(mask, scores, -np.inf))", "gives NaN"),
-]
-
-
-
-
 def broken(name, right_line, wrong_line):
     """The solution of notebook 05's `name` with some of its lines replaced by a mistake."""
     source = solution_source("05_transformer", name)
@@ -63,36 +36,148 @@ def broken(name, right_line, wrong_line):
     return source.replace(right_line, wrong_line, 1)
 
 
-TRANSFORMER = [  # cell, exercise, right line, wrong line, hint (issue #4)
-    ("EncoderLayer", "encoder_layer",
+# notebook -> {cell's function or class: (its exercise, the mistake code expected, the student's wrong code)}
+WRONG = {
+    "01_positional_encoding": {
+        "create_position_matrix": ("create_position_matrix", "sin_cos_swapped", create_position_matrix(
+            "position_matrix[pos, i] = np.cos(pos / 10000 ** (i / embed_size))",
+            "position_matrix[pos, i + 1] = np.sin(pos / 10000 ** (i / embed_size))")),
+        "rotation_matrix": ("rotation_matrix", "blocks_transposed", """def rotation_matrix(k, d_model):
+    R = np.zeros((d_model, d_model))
+    for i in range(d_model // 2):
+        b = k / 10000 ** (2 * i / d_model)
+        R[2 * i, 2 * i], R[2 * i, 2 * i + 1] = np.cos(b), np.sin(b)
+        R[2 * i + 1, 2 * i], R[2 * i + 1, 2 * i + 1] = -np.sin(b), np.cos(b)
+    return R
+"""),
+    },
+    "02_attention": {
+        "softmax": ("softmax", "softmax_overflows",
+                    "def softmax(x, axis=-1):\n    e = np.exp(x)\n    return e / e.sum(axis=axis, keepdims=True)\n"),
+        "scaled_dot_product_attention": ("scaled_dot_product_attention", "not_scaled",
+                                         "def scaled_dot_product_attention(Q, K, V, mask=None):\n"
+                                         "    s = Q @ np.swapaxes(K, -1, -2)\n"
+                                         "    if mask is not None:\n"
+                                         "        s = np.where(mask, s, -np.inf)\n"
+                                         "    w = helpers.softmax(s)\n"
+                                         "    return w @ V, w\n"),
+    },
+    "03_multi_head_attention": {
+        "split_heads": ("split_heads", "reshape_without_transpose",
+                        "def split_heads(x, num_heads):\n    b, l, d = x.shape\n"
+                        "    return x.reshape(b, num_heads, l, d // num_heads)\n"),
+        "combine_heads": ("combine_heads", "reshape_without_transpose",
+                          "def combine_heads(x):\n    b, h, l, d = x.shape\n    return x.reshape(b, l, h * d)\n"),
+        "multi_head_attention": ("multi_head_attention", "no_output_projection",
+                                 "def multi_head_attention(x_q, x_kv, w_q, w_k, w_v, w_o, num_heads, mask=None):\n"
+                                 "    q = helpers.split_heads(x_q @ w_q, num_heads)\n"
+                                 "    k = helpers.split_heads(x_kv @ w_k, num_heads)\n"
+                                 "    v = helpers.split_heads(x_kv @ w_v, num_heads)\n"
+                                 "    heads, weights = helpers.scaled_dot_product_attention(q, k, v, mask)\n"
+                                 "    return helpers.combine_heads(heads), weights\n"),
+    },
+    "04_masking": {
+        "causal_mask": ("causal_mask", "diagonal_masked",
+                        "def causal_mask(size):\n    return np.tril(np.ones((size, size), dtype=bool), k=-1)\n"),
+        "padding_mask": ("padding_mask", "inverted",
+                         "def padding_mask(tokens, pad_id):\n    return (tokens == pad_id)[:, None, None, :]\n"),
+        "masked_softmax": ("masked_softmax", "nan_on_empty_rows",
+                           "def masked_softmax(scores, mask):\n"
+                           "    return helpers.softmax(np.where(mask, scores, -np.inf))\n"),
+    },
+}
+TRANSFORMER = [  # cell, exercise, code, right line, wrong line
+    ("EncoderLayer", "encoder_layer", "no_residual_attention",
      "x = self.norm1(x + self.dropout1(self.self_attn(x, x, x, src_mask)))",
-     "x = self.norm1(self.dropout1(self.self_attn(x, x, x, src_mask)))", "missing residual around self-attention"),
-    ("EncoderLayer", "encoder_layer",
-     "x = self.norm1(x + self.dropout1(self.self_attn(x, x, x, src_mask)))\n"
-     "            x = self.norm2(x + self.dropout2(self.ff(x)))",
-     "x = x + self.norm1(self.dropout1(self.self_attn(x, x, x, src_mask)))\n"
-     "            x = x + self.norm2(self.dropout2(self.ff(x)))", "normalises the SUM"),
-    ("DecoderLayer", "decoder_layer",
-     "x = self.norm1(x + self.dropout1(self.self_attn(x, x, x, tgt_mask)))",
-     "x = self.norm1(x + self.dropout1(self.self_attn(x, x, x)))", "the causal mask is left out"),
-    ("DecoderLayer", "decoder_layer",
+     "x = self.norm1(self.dropout1(self.self_attn(x, x, x, src_mask)))"),
+    ("DecoderLayer", "decoder_layer", "kv_from_decoder",
      "x = self.norm2(x + self.dropout2(self.cross_attn(x, memory, memory, memory_mask)))",
-     "x = self.norm2(x + self.dropout2(self.cross_attn(x, x, x, memory_mask)))", "K and V come from the decoder"),
-    ("greedy_decode", "greedy_decode",
+     "x = self.norm2(x + self.dropout2(self.cross_attn(x, x, x, memory_mask)))"),
+    ("greedy_decode", "greedy_decode", "first_position",
      "next_token = logits[:, -1].argmax(dim=-1, keepdim=True)",
-     "next_token = logits[:, 0].argmax(dim=-1, keepdim=True)", "FIRST position"),
+     "next_token = logits[:, 0].argmax(dim=-1, keepdim=True)"),
 ]
-CASES += [("05_transformer", cell, broken(cell, right, wrong), hint, exercise)
-          for cell, exercise, right, wrong, hint in TRANSFORMER]
+WRONG["05_transformer"] = {cell: (exercise, code, broken(cell, right, wrong))
+                           for cell, exercise, code, right, wrong in TRANSFORMER}
+
+STUDENTS = {stem: f"student{number}" for number, stem in enumerate(STEMS, start=1)}
+UNREADABLE = "late/carol_04_masking.ipynb"  # a corrupt submission: reported, and the others still graded
 
 
-@pytest.mark.parametrize("case", CASES, ids=[f"{c[1]}: {c[3]}" for c in CASES])
-def test_wrong_answer_grades_fail_with_its_hint(tmp_path, case):
-    notebook, cell, code, hint, *named = case
-    exercise = named[0] if named else cell  # the exercise's name, when it is not the cell's function name
-    status, report = grade(with_answer(tmp_path, notebook, cell, code))
-    assert status == 1
-    verdicts = {e["name"]: e for e in report["exercises"]}
-    assert verdicts[exercise]["status"] == "fail" and hint in verdicts[exercise]["message"], verdicts[exercise]
-    others = [e["status"] for name, e in verdicts.items() if name != exercise]
-    assert set(others) <= {"todo"}, "the other exercises of a pristine notebook stay todo"
+def test_every_exercise_has_a_wrong_answer():
+    assert set(WRONG) == set(STEMS)
+    for stem, answers in WRONG.items():
+        assert sorted(exercise for exercise, _, _ in answers.values()) == sorted(e.name for e in exercises_in(stem))
+
+
+@pytest.fixture(scope="module")
+def graded(tmp_path_factory):
+    """One grader run (human output, --csv) over a submissions folder: (exit status, stdout, stderr, CSV rows)."""
+    folder = tmp_path_factory.mktemp("submissions")
+    for stem, answers in WRONG.items():  # e.g. submissions/student1/student1_01_positional_encoding.ipynb
+        with_answers(folder / STUDENTS[stem], stem, {cell: source for cell, (_, _, source) in answers.items()},
+                     file_name=f"{STUDENTS[stem]}_{stem}.ipynb")
+    (folder / UNREADABLE).parent.mkdir()
+    (folder / UNREADABLE).write_text("{not json")
+    checkpoints = folder / STUDENTS[STEMS[0]] / ".ipynb_checkpoints"  # Jupyter's autosave copies are not graded
+    checkpoints.mkdir()
+    (checkpoints / f"{STEMS[0]}-checkpoint.ipynb").write_text("{not json")
+    table = folder.parent / "grades.csv"
+    status, out, err = run_grader(folder, "--csv", table)
+    with open(table, newline="", encoding="utf-8") as rows:
+        return status, out, err, list(csv.DictReader(rows))
+
+
+def test_an_unreadable_submission_exits_2_and_the_others_are_graded(graded):
+    status, out, err, rows = graded
+    assert status == 2
+    assert "cannot read" in err and UNREADABLE.split("/")[-1] in err
+    errors = [r for r in rows if r["status"] == "error"]
+    masking = [("04_masking", e.name) for e in exercises_in("04_masking")]
+    assert [(r["notebook"], r["exercise"]) for r in errors] == masking
+    assert all(r["student_file"].endswith(UNREADABLE) for r in errors)
+    assert not any("checkpoint" in r["student_file"] for r in rows)
+
+
+@pytest.mark.parametrize("stem", STEMS)
+def test_each_wrong_answer_fails_with_its_mistake_code(graded, stem):
+    rows = [r for r in graded[3] if r["notebook"] == stem and r["status"] != "error"]
+    expected = sorted((exercise, "fail", code) for exercise, code, _ in WRONG[stem].values())
+    assert sorted((r["exercise"], r["status"], r["mistake"]) for r in rows) == expected
+    (student_file,) = {r["student_file"] for r in rows}
+    assert student_file.endswith(f"{STUDENTS[stem]}/{STUDENTS[stem]}_{stem}.ipynb")
+
+
+def test_csv_has_one_row_per_notebook_and_exercise(graded):
+    rows = graded[3]
+    assert list(rows[0]) == ["student_file", "notebook", "exercise", "status", "mistake"]
+    per_notebook = {stem: len(exercises_in(stem)) for stem in STEMS}
+    assert len(rows) == sum(per_notebook.values()) + per_notebook["04_masking"]  # the corrupt one has its rows too
+    files = [r["student_file"] for r in rows]
+    assert files == sorted(files), "the notebooks of a folder are graded in sorted order"
+
+
+def test_reports_then_mistake_counts_on_stdout(graded):
+    out = graded[1]
+    assert out.index("Grading ") < out.index("Mistakes over 6 notebooks (13 failed exercises):")
+    assert "[sin_cos_swapped]" in out, "the human report names the mistake code"
+    table = out[out.index("Mistakes over"):].splitlines()[2:]
+    counted = sorted(tuple(line.split()) for line in table)
+    expected = sorted((exercise, code, "1") for answers in WRONG.values() for exercise, code, _ in answers.values())
+    assert counted == expected
+
+
+def test_mistake_counts_are_sorted_by_count():
+    from course_tools.grade import format_mistakes, mistake_counts
+
+    def row(exercise, status, mistake=""):
+        return {"student_file": "x", "notebook": "n", "exercise": exercise, "status": status, "mistake": mistake}
+
+    rows = [row("softmax", "fail", "softmax_overflows"), row("create_position_matrix", "fail", "sin_cos_swapped"),
+            row("create_position_matrix", "fail", "sin_cos_swapped"), row("softmax", "pass"), row("softmax", "todo"),
+            row("rotation_matrix", "fail", ""), row("create_position_matrix", "error")]
+    assert mistake_counts(rows) == [("create_position_matrix", "sin_cos_swapped", 2),
+                                    ("rotation_matrix", "(unrecognised)", 1), ("softmax", "softmax_overflows", 1)]
+    text = format_mistakes(mistake_counts(rows), 3)
+    assert text.splitlines()[0] == "Mistakes over 3 notebooks (4 failed exercises):"
+    assert "none" in format_mistakes([], 2)

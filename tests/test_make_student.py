@@ -1,27 +1,53 @@
-"""One source per notebook: the committed student notebooks are exactly what the generator makes."""
+"""One source per notebook: the committed student notebooks are exactly what the generator makes, and
+the nbgrader metadata of every notebook is exactly what the exercise registry gives."""
 
 import json
+import shutil
 
 import nbformat
 import pytest
 
-from helpers.checks import EXERCISES
-from helpers.make_student import BEGIN, END, MarkerError, generate, make_student_notebook, strip_solutions
+from course_tools.make_student import (BEGIN, END, MarkerError, generate, make_student_notebook, render,
+                                       strip_solutions)
+from course_tools.nbgrader import answer_cell_metadata, check_cell_metadata, expected_metadata, metadata_problems
+from helpers.checks import EXERCISES, exercises_in
 
 from conftest import ROOT, SOLUTIONS
 
+NOTEBOOKS = [ROOT / "notebooks" / p.name for p in SOLUTIONS]
 
+
+def _copy_solutions(tmp_path):
+    """A copy of solutions/ (named solutions, as the header cell says) to break on purpose."""
+    target = tmp_path / "solutions"
+    shutil.copytree(ROOT / "solutions", target)
+    return target
+
+
+def _cell(notebook, grade_id):
+    (cell,) = [c for c in notebook.cells if c.metadata.get("nbgrader", {}).get("grade_id") == grade_id]
+    return cell
+
+
+# ---------------------------------------------------------------------------------------- markers
 def test_strip_solutions_keeps_indentation_and_surroundings():
-    source = "def f(x):\n    y = 1\n    ### BEGIN SOLUTION\n    y = x * 2\n    ### END SOLUTION\n    return y"
+    source = "def f(x):\n    y = 1\n    # BEGIN SOLUTION\n    y = x * 2\n    # END SOLUTION\n    return y"
     assert strip_solutions(source) == (
         "def f(x):\n    y = 1\n    # Your Code Here\n    raise NotImplementedError()\n    return y"
     )
 
 
+def test_markers_are_the_single_hash_form():
+    assert (BEGIN, END) == ("# BEGIN SOLUTION", "# END SOLUTION")
+
+
 @pytest.mark.parametrize(
     "source,problem",
     [(f"{BEGIN}\nx = 1", "never closed"), (f"x = 1\n{END}", "without BEGIN"),
-     (f"{BEGIN}\n{BEGIN}\n{END}\n{END}", "inside another region")],
+     (f"{BEGIN}\n{BEGIN}\n{END}\n{END}", "inside another region"),
+     ("def f():\n    ### BEGIN SOLUTION\n    return 1\n    ### END SOLUTION", "single #"),
+     ("def f():\n    ## END SOLUTION", "single #"),
+     ("x = 1  # BEGIN SOLUTION\n# END SOLUTION", "alone on its line")],
 )
 def test_malformed_regions_are_reported(source, problem):
     with pytest.raises(MarkerError, match=problem):
@@ -34,20 +60,138 @@ def test_stub_that_breaks_python_is_reported():
         make_student_notebook(notebook)
 
 
+def test_the_old_marker_form_in_a_solution_notebook_stops_the_generator(tmp_path, capsys):
+    solutions = _copy_solutions(tmp_path)
+    path = solutions / SOLUTIONS[0].name
+    path.write_text(path.read_text(encoding="utf-8").replace(BEGIN, "### BEGIN SOLUTION"), encoding="utf-8")
+    assert generate(solutions, tmp_path / "notebooks") == 2
+    assert "single #" in capsys.readouterr().err
+
+
+# ---------------------------------------------------------------------------------------- drift
 def test_committed_student_notebooks_match_the_generator(tmp_path):
     assert SOLUTIONS, "no solution notebooks found"
     assert generate(ROOT / "solutions", ROOT / "notebooks", check=True) == 0, (
-        "notebooks/ is stale: run `make student-notebooks`")
-    assert generate(ROOT / "solutions", tmp_path) == 0  # and writing them afresh gives the same files
+        "solutions/ or notebooks/ is stale: run `make student-notebooks`")
+    solutions = _copy_solutions(tmp_path)  # writing afresh changes no solution and gives the same files
+    assert generate(solutions, tmp_path / "notebooks") == 0
     for path in SOLUTIONS:
-        assert (tmp_path / path.name).read_text() == (ROOT / "notebooks" / path.name).read_text()
+        assert (solutions / path.name).read_bytes() == path.read_bytes()
+        assert (tmp_path / "notebooks" / path.name).read_text() == (ROOT / "notebooks" / path.name).read_text()
 
 
-def test_check_mode_fails_on_a_stale_notebook(tmp_path):
-    generate(ROOT / "solutions", tmp_path)
-    target = tmp_path / SOLUTIONS[0].name
+def test_check_mode_fails_on_a_stale_notebook(tmp_path, capsys):
+    generate(_copy_solutions(tmp_path), tmp_path / "notebooks")
+    target = tmp_path / "notebooks" / SOLUTIONS[0].name
     target.write_text(target.read_text().replace("Your Code Here", "Your code here"))
-    assert generate(ROOT / "solutions", tmp_path, check=True) == 1
+    assert generate(tmp_path / "solutions", tmp_path / "notebooks", check=True) == 1
+    assert f"{target} differs" in capsys.readouterr().err
+
+
+def test_check_mode_fails_on_wrong_metadata_and_writing_restamps_only_the_metadata(tmp_path, capsys):
+    solutions = _copy_solutions(tmp_path)
+    generate(solutions, tmp_path / "notebooks")
+    path = solutions / "01_positional_encoding.ipynb"
+    original = path.read_text(encoding="utf-8")
+    notebook = nbformat.reads(original, as_version=4)
+    check_cell = _cell(notebook, "create_position_matrix")
+    check_cell.metadata.nbgrader.points = 5  # typed by hand: not what the registry says
+    stray = notebook.cells[0]
+    stray.metadata["nbgrader"] = {"schema_version": 3, "grade": False, "solution": False, "locked": True,
+                                  "grade_id": "intro"}
+    path.write_text(render(notebook), encoding="utf-8")
+    capsys.readouterr()
+    assert generate(solutions, tmp_path / "notebooks", check=True) == 1
+    err = capsys.readouterr().err
+    index = notebook.cells.index(check_cell)
+    assert f"{path}, cell {index}: nbgrader metadata" in err and "'points': 1" in err
+    assert f"{path}, cell 0: carries nbgrader metadata" in err
+    assert path.read_text(encoding="utf-8") != original, "--check writes nothing"
+
+    assert generate(solutions, tmp_path / "notebooks") == 0
+    assert path.read_text(encoding="utf-8") == original, "writing restamps the metadata, and changes nothing else"
+    assert generate(solutions, tmp_path / "notebooks", check=True) == 0
+
+
+@pytest.mark.parametrize("kind", ["answer", "check"])
+def test_check_mode_fails_when_an_exercise_has_no_cell(tmp_path, capsys, kind):
+    solutions = _copy_solutions(tmp_path)
+    path = solutions / "02_attention.ipynb"
+    notebook = nbformat.read(path, as_version=4)
+    if kind == "answer":
+        cell = _cell(notebook, "softmax_answer")
+        cell.source = cell.source.replace("def softmax(", "def my_softmax(")
+    else:
+        notebook.cells.remove(_cell(notebook, "softmax"))
+    path.write_text(render(notebook), encoding="utf-8")
+    assert generate(solutions, tmp_path / "notebooks", check=True) == 1
+    err = capsys.readouterr().err
+    assert f"{path}: exercise 'softmax' needs exactly one {kind} cell" in err
+    assert generate(solutions, tmp_path / "notebooks") == 2, "nothing to stamp: writing refuses too"
+
+
+def test_a_marker_outside_an_answer_cell_is_reported(tmp_path):
+    notebook = nbformat.read(SOLUTIONS[0], as_version=4)
+    notebook.cells[3].source += f"\n{BEGIN}\n{END}"
+    _, problems = expected_metadata(notebook, SOLUTIONS[0].stem, "nb")
+    assert problems == ["nb, cell 3: holds a solution marker but is no exercise's answer cell "
+                        "(nbgrader refuses solution regions outside solution cells)."]
+
+
+def test_check_mode_fails_when_a_registry_notebook_is_missing(tmp_path, capsys):
+    solutions = _copy_solutions(tmp_path)
+    (solutions / "05_transformer.ipynb").unlink()
+    assert generate(solutions, tmp_path / "notebooks", check=True) == 1
+    assert "exercise 'greedy_decode' of the registry names notebook '05_transformer'" in capsys.readouterr().err
+
+
+# ---------------------------------------------------------------------------------------- metadata
+@pytest.mark.parametrize("path", SOLUTIONS + NOTEBOOKS, ids=lambda p: f"{p.parent.name}/{p.stem}")
+def test_nbgrader_metadata_is_the_registry(path):
+    notebook = nbformat.read(path, as_version=4)
+    stem = path.stem
+    if path.parent.name == "solutions":  # the answer cells of a student notebook hold stubs, not markers
+        assert metadata_problems(notebook, stem, str(path)) == []
+    else:
+        solution = nbformat.read(ROOT / "solutions" / path.name, as_version=4)
+        assert [c.metadata.get("nbgrader") for c in notebook.cells[1:]] == [
+            c.metadata.get("nbgrader") for c in solution.cells], "student notebooks keep the solution's metadata"
+    stamped = [c for c in notebook.cells if "nbgrader" in c.metadata]
+    grade_ids = [c.metadata.nbgrader.grade_id for c in stamped]
+    assert len(grade_ids) == len(set(grade_ids)), "grade_ids are unique in a notebook"
+    exercises = exercises_in(stem)
+    assert exercises, f"the registry has no exercise in {stem}"
+    assert len(stamped) == 2 * len(exercises), "only answer and check cells carry nbgrader metadata"
+    for exercise in exercises:
+        answer, check = _cell(notebook, f"{exercise.name}_answer"), _cell(notebook, exercise.name)
+        assert answer.cell_type == check.cell_type == "code"
+        assert answer.metadata.nbgrader == answer_cell_metadata(exercise)
+        assert check.metadata.nbgrader == check_cell_metadata(exercise)
+        assert check.metadata.nbgrader.points == exercise.points
+        assert answer.source.startswith((f"def {exercise.defines}(", f"class {exercise.defines}("))
+        assert f"{exercise.check_name}(" in check.source
+        assert notebook.cells.index(answer) < notebook.cells.index(check)
+    for cell in stamped:
+        assert not {"checksum", "cell_type"} & set(cell.metadata.nbgrader), "nbgrader adds those itself"
+
+
+def test_every_registry_exercise_is_in_a_notebook():
+    stems = {p.stem for p in SOLUTIONS}
+    assert {e.notebook for e in EXERCISES.values()} <= stems
+
+
+# ---------------------------------------------------------------------------------------- student notebooks
+@pytest.mark.parametrize("path", SOLUTIONS, ids=lambda p: p.stem)
+def test_student_notebooks_start_with_where_they_come_from(path):
+    student = nbformat.read(ROOT / "notebooks" / path.name, as_version=4)
+    solution = nbformat.read(path, as_version=4)
+    header = student.cells[0]
+    assert header.cell_type == "markdown" and "nbgrader" not in header.metadata
+    assert f"`solutions/{path.name}`" in header.source and "make student-notebooks" in header.source
+    assert len(student.cells) == len(solution.cells) + 1
+    assert [c.cell_type for c in student.cells[1:]] == [c.cell_type for c in solution.cells]
+    ids = [c.id for c in student.cells]
+    assert ids[0] == f"{path.stem[:2]}-header" and len(set(ids)) == len(ids)
 
 
 @pytest.mark.parametrize("path", SOLUTIONS, ids=lambda p: p.stem)
@@ -59,8 +203,7 @@ def test_solution_and_student_versions_are_complete(path):
     assert not any("Your Code Here" in c.source for c in code), "solutions hold no stubs"
     assert any(BEGIN in c.source for c in code), "every notebook has at least one exercise"
     text = json.dumps([c.source for c in student.cells])
-    assert BEGIN not in text and END not in text, "student notebooks hold no solutions"
-    assert all(not c.get("outputs") for c in student.cells if c.cell_type == "code")
-    assert path.stem in EXERCISES, "the grader must know this notebook's exercises"
-    for name in EXERCISES[path.stem]:  # each exercise has a check cell that calls its check
-        assert any(f"check_{name}(" in c.source for c in code), f"no check cell for {name}"
+    assert "BEGIN SOLUTION" not in text and "END SOLUTION" not in text, "student notebooks hold no solutions"
+    assert all(not c.get("outputs") and c.execution_count is None for c in student.cells if c.cell_type == "code")
+    for exercise in exercises_in(path.stem):
+        assert "# Your Code Here\n" in _cell(student, f"{exercise.name}_answer").source

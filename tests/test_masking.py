@@ -47,6 +47,13 @@ def test_padding_mask_rejects_wrong_shape():
         padding_mask(torch.zeros(1, 2, 3), 0)
 
 
+@pytest.mark.parametrize("pad_id", [1.5, None, "0", True])
+def test_padding_mask_rejects_a_pad_id_that_is_not_an_integer(pad_id):
+    for tokens in (np.array([[1, 2, 0]]), torch.tensor([[1, 2, 0]])):
+        with pytest.raises(ValueError, match="pad_id must be an integer"):
+            padding_mask(tokens, pad_id)
+
+
 def test_decoder_mask_combines_padding_and_causal():
     tokens = np.array([[4, 5, 6, 0], [7, 0, 0, 0]])
     mask = decoder_mask(tokens, 0)

@@ -7,9 +7,11 @@ import torch
 import torch.nn.functional as F
 
 from helpers.dates import TARGET_VOCAB, make_date_dataset
-from helpers.training import (LabelSmoothingLoss, LengthBucketedBatches, TrainConfig, build_model, checkpoint_key,
-                              checkpoint_path, exact_match, greedy_decode, loss_floor, predict, train_model,
-                              train_or_load, transformer_lr)
+from helpers.checkpoints import checkpoint_key, checkpoint_path, train_or_load
+from helpers.decoding import exact_match, greedy_decode, predict
+from helpers.loss import LabelSmoothingLoss, loss_floor
+from helpers.schedule import transformer_lr
+from helpers.training import LengthBucketedBatches, TrainConfig, build_model, train_model
 from helpers.transformer import Transformer
 
 TINY = TrainConfig(d_model=16, num_heads=2, num_layers=1, d_ff=32, batch_size=32, steps=4, warmup=2)
@@ -170,3 +172,19 @@ def test_notebook_trains_the_benchmarked_configuration():
     assert eval(_call_in_notebook(source, "helpers.TrainConfig("), scope) == NOTEBOOK_CONFIG
     data_call = _call_in_notebook(source, "helpers.make_date_dataset(")
     assert eval(data_call.replace("helpers.make_date_dataset", "dict"), scope) == NOTEBOOK_DATA
+
+
+@pytest.mark.parametrize("kwargs, argument", [
+    (dict(d_model=30, num_heads=4), "num_heads"), (dict(steps=0), "steps"), (dict(batch_size=-1), "batch_size"),
+    (dict(warmup=1.5), "warmup"), (dict(dropout=1.0), "dropout"), (dict(label_smoothing=-0.1), "label_smoothing"),
+    (dict(cooldown=2.0), "cooldown"), (dict(lr_factor=0), "lr_factor"), (dict(seed=None), "seed"),
+])
+def test_bad_configuration_is_a_value_error_naming_the_argument(kwargs, argument):
+    with pytest.raises(ValueError, match=argument):
+        TrainConfig(**kwargs)
+
+
+@pytest.mark.parametrize("smoothing", [1.5, 1.0, -0.1, "0.1"])
+def test_bad_smoothing_is_a_value_error(smoothing):
+    with pytest.raises(ValueError, match="smoothing"):
+        LabelSmoothingLoss(smoothing=smoothing)

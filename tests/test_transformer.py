@@ -30,7 +30,8 @@ def _randomise_norms(module, seed=0):
     with torch.no_grad():
         for name, p in module.named_parameters():
             if "norm" in name:
-                p.copy_(torch.randn(p.shape, generator=gen, dtype=p.dtype) * 0.5 + (1.0 if name.endswith("weight") else 0))
+                offset = 1.0 if name.endswith("weight") else 0.0
+                p.copy_(torch.randn(p.shape, generator=gen, dtype=p.dtype) * 0.5 + offset)
 
 
 def test_feed_forward_is_the_paper_formula():
@@ -210,6 +211,12 @@ def test_bad_inputs_raise_value_error():
         model(torch.zeros(2, 3, dtype=torch.long), torch.zeros(2, 3))
     with pytest.raises(ValueError, match="max_len"):
         model(torch.zeros(1, 41, dtype=torch.long), torch.zeros(1, 3, dtype=torch.long))
+    with pytest.raises(ValueError, match="src_vocab_size=13"):  # ids outside the vocabulary, not an IndexError
+        model(torch.tensor([[3, 13]]), torch.tensor([[1, 2]]))
+    with pytest.raises(ValueError, match="tgt_vocab_size=11"):
+        model(torch.tensor([[3, 4]]), torch.tensor([[1, 11]]))
+    with pytest.raises(ValueError, match="src_vocab_size"):
+        model.encode(torch.tensor([[-1, 4]]))
     with pytest.raises(ValueError, match="d_ff"):
         PositionwiseFeedForward(8, 0)
     with pytest.raises(ValueError, match="layer"):

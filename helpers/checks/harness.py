@@ -46,6 +46,7 @@ GENERIC_MISTAKES = {
     "not_callable": "expected a function or class, got {kind}. Pass it itself, without ().",
     "returned_none": "{what} returned None. Did you forget the `return` statement?",
     "not_an_array": "{what} returned a {kind}, which is not {expected}.",
+    "not_a_pair": "{what} returned a {kind}; it must return a pair: `return output, weights`.",
     "raised_error": "{call} raised {error}{where}",
     "wrong_shape": "{what} has shape {actual}, expected {expected}.{hint}",
     "not_finite": "{what} contains NaN or inf (first at index {index}).",
@@ -108,7 +109,7 @@ def exercise(name: str, *, notebook: str, defines: str, success: str = "correct!
                 except NotImplementedYet as todo:
                     verdict = Verdict(name, TODO, f"not implemented yet: {todo}")
                 except Known as known:
-                    verdict = Verdict(name, FAIL, _fill(declared, known.code, known.fields), known.code)
+                    verdict = Verdict(name, FAIL, *_fill(declared, known.code, known.fields))
                 except Mistake as mistake:
                     verdict = Verdict(name, FAIL, str(mistake), mistake.code)
                 except Exception as bug:  # a bug in the check itself must still not show a traceback wall
@@ -126,11 +127,12 @@ def exercise(name: str, *, notebook: str, defines: str, success: str = "correct!
     return decorate
 
 
-def _fill(declared: Exercise, code: str, fields: dict) -> str:
+def _fill(declared: Exercise, code: str, fields: dict) -> tuple[str, str]:
+    """(message, code) of a known mistake; an undeclared code or a missing field is a bug of the check."""
     try:
-        return declared.hint(code, **fields)
-    except (KeyError, IndexError) as error:  # an undeclared code or a missing field is a bug of the check
-        return declared.hint("check_error", error=f"unknown mistake or field: {error}")
+        return declared.hint(code, **fields), code
+    except (KeyError, IndexError) as error:
+        return declared.hint("check_error", error=f"unknown mistake or field: {error}"), "check_error"
 
 
 def exercises_in(notebook: str) -> list[Exercise]:
@@ -225,7 +227,8 @@ def call(func: Any, *args: Any, **kwargs: Any) -> Any:
             warnings.simplefilter("ignore")
             return func(*args, **kwargs)
     except NotImplementedError:
-        raise NotImplementedYet("replace `# Your Code Here` and `raise NotImplementedError()` with your code.") from None
+        raise NotImplementedYet("replace `# Your Code Here` and `raise NotImplementedError()` "
+                                "with your code.") from None
     except Exception as error:  # report where in the student's code it broke, in one line
         where = ""
         frames = traceback.extract_tb(error.__traceback__)
@@ -278,8 +281,7 @@ def output_and_weights(result: Any, what: str) -> tuple[np.ndarray, np.ndarray]:
     if not isinstance(result, (tuple, list)) or len(result) != 2:
         shape = getattr(result, "shape", None)
         extra = f" of shape {tuple(shape)}" if shape is not None else ""
-        raise Mistake(f"{what} returned a {type(result).__name__}{extra}; it must return a pair: "
-                      "`return output, weights`.", "not_a_pair")
+        raise generic("not_a_pair", what=what, kind=f"{type(result).__name__}{extra}")
     return to_array(result[0], f"{what}[0] (output)"), to_array(result[1], f"{what}[1] (weights)")
 
 

@@ -3,22 +3,42 @@
 from __future__ import annotations
 
 import math
-from typing import Any, Callable
+from typing import Callable
 
 import numpy as np
 
 from ..attention import masked_softmax
 from ..multi_head import combine_heads, multi_head_attention, split_heads
-from .attention import output_and_weights, quiet_call
-from .harness import (Known, Mistake, as_numpy, call, compare, exercise, expect_finite, expect_shape,  # noqa: F401
-                      first_difference, match_known, output_and_weights, same, to_array)
+from .harness import (Known, call, compare, exercise, expect_shape, first_difference, match_known,
+                      output_and_weights, same, to_array)
 
-MIXED_HINT = ("you reshaped straight to (batch, h, L, d_k) without a transpose: that silently mixes "
-              "positions across heads (head 0 gets the first positions' features, not d_k features of "
-              "every position).")
+_MIXES = ("that silently mixes positions across heads (head 0 gets the first positions' features, not d_k "
+          "features of every position).")
 
 
 # ----------------------------------------------------------------------------- split / combine
+SPLIT_MISTAKES = {
+    "reshape_without_transpose": "you reshaped straight to (batch, h, L, d_k) without a transpose: " + _MIXES
+                                 + " Reshape to (batch, L, h, d_k) first, then swap axes 1 and 2.",
+    "heads_interleaved": "head i must own the CONTIGUOUS columns i*d_k .. (i+1)*d_k - 1; you interleaved them "
+                         "(reshape to (batch, L, d_k, h) splits column j into head j % h). Reshape to "
+                         "(batch, L, h, d_k).",
+    "axes_not_swapped": "{what} has shape {shape}, which is (batch, L, h, d_k): swap axes 1 and 2 to get "
+                        "(batch, h, L, d_k) = {expected}.",
+}
+
+COMBINE_MISTAKES = {
+    "reshape_without_transpose": "you reshaped (batch, h, L, d_k) straight to (batch, L, h * d_k) without a "
+                                 "transpose: " + _MIXES + " Swap axes 1 and 2 first (to (batch, L, h, d_k)), "
+                                 "then reshape.",
+    "heads_interleaved": "you interleaved the heads (feature 0 of every head, then feature 1, ...). Concatenate "
+                         "them: head 0's d_k features first, then head 1's. Transpose to (batch, L, h, d_k), not "
+                         "(batch, L, d_k, h).",
+    "not_reshaped": "{what} has shape {shape}: after swapping the axes, reshape to (batch, L, h * d_k) = "
+                    "{expected}.",
+}
+
+
 def split_cases() -> list[tuple[np.ndarray, int]]:
     """(x, num_heads) pairs; L differs from h and d_k so that swapped axes show in the shape."""
     return [
@@ -28,78 +48,81 @@ def split_cases() -> list[tuple[np.ndarray, int]]:
     ]
 
 
-def wrong_splits(x: np.ndarray, num_heads: int) -> dict[str, np.ndarray]:
+def wrong_splits(x: np.ndarray, num_heads: int) -> dict:
+    """The usual wrong split_heads: mistake code -> the array it produces."""
     batch, length, d_model = x.shape
     d_k = d_model // num_heads
     return {
-        MIXED_HINT + " Reshape to (batch, L, h, d_k) first, then swap axes 1 and 2.":
-            x.reshape(batch, num_heads, length, d_k),
-        "head i must own the CONTIGUOUS columns i*d_k .. (i+1)*d_k - 1; you interleaved them "
-        "(reshape to (batch, L, d_k, h) splits column j into head j % h). Reshape to (batch, L, h, d_k).":
-            x.reshape(batch, length, d_k, num_heads).transpose(0, 3, 1, 2),
+        "reshape_without_transpose": x.reshape(batch, num_heads, length, d_k),
+        "heads_interleaved": x.reshape(batch, length, d_k, num_heads).transpose(0, 3, 1, 2),
     }
 
 
 @exercise("split_heads", notebook="03_multi_head_attention", defines="split_heads",
-          success="correct! (batch, L, d_model) -> (batch, h, L, d_k), head i owns columns i*d_k...")
+          success="correct! (batch, L, d_model) -> (batch, h, L, d_k), head i owns columns i*d_k...",
+          mistakes=SPLIT_MISTAKES)
 def check_split_heads(split_fn: Callable) -> str:
     """Check a student's split_heads(x, num_heads): (batch, L, d_model) -> (batch, h, L, d_k)."""
     for x, num_heads in split_cases():
         batch, length, d_model = x.shape
         d_k = d_model // num_heads
         what = f"split_heads(<x of shape {x.shape}>, {num_heads})"
-        result = to_array(quiet_call(split_fn, x.copy(), num_heads), what)
+        result = to_array(call(split_fn, x.copy(), num_heads), what)
+        expected_shape = (batch, num_heads, length, d_k)
         if result.shape == (batch, length, num_heads, d_k):
-            raise Mistake(f"{what} has shape {result.shape}, which is (batch, L, h, d_k): swap axes 1 and 2 to get "
-                          f"(batch, h, L, d_k) = {(batch, num_heads, length, d_k)}.")
-        expect_shape(result, (batch, num_heads, length, d_k), what, "The result is (batch, h, L, d_k).")
-        expected = split_heads(x, num_heads)
-        if same(result, expected):
-            continue
-        for hint, answer in wrong_splits(x, num_heads).items():
-            if same(result, answer):
-                raise Mistake(hint)
-        raise Mistake(f"{what} differs from the reference: {first_difference(result, expected)}.")
+            raise Known("axes_not_swapped", what=what, shape=result.shape, expected=expected_shape)
+        expect_shape(result, expected_shape, what, "The result is (batch, h, L, d_k).")
+        compare(result, split_heads(x, num_heads), wrong_splits(x, num_heads), what)
     return "Checked 3 shapes, up to h = 8 heads of d_k = 8."
 
 
-def wrong_combines(x: np.ndarray) -> dict[str, np.ndarray]:
+def wrong_combines(x: np.ndarray) -> dict:
+    """The usual wrong combine_heads of x (batch, h, L, d_k): mistake code -> the array it produces."""
     batch, heads, length, d_k = x.shape
     return {
-        MIXED_HINT.replace("reshaped straight to (batch, h, L, d_k)", "reshaped (batch, h, L, d_k) "
-                                                "straight to (batch, L, h * d_k)")
-        + " Swap axes 1 and 2 first (to (batch, L, h, d_k)), then reshape.":
-            x.reshape(batch, length, heads * d_k),
-        "you interleaved the heads (feature 0 of every head, then feature 1, ...). Concatenate "
-        "them: head 0's d_k features first, then head 1's. Transpose to (batch, L, h, d_k), not (batch, L, d_k, h).":
-            x.transpose(0, 2, 3, 1).reshape(batch, length, heads * d_k),
+        "reshape_without_transpose": x.reshape(batch, length, heads * d_k),
+        "heads_interleaved": x.transpose(0, 2, 3, 1).reshape(batch, length, heads * d_k),
     }
 
 
 @exercise("combine_heads", notebook="03_multi_head_attention", defines="combine_heads",
-          success="correct! It undoes split_heads: the heads are concatenated back to d_model.")
+          success="correct! It undoes split_heads: the heads are concatenated back to d_model.",
+          mistakes=COMBINE_MISTAKES)
 def check_combine_heads(combine_fn: Callable) -> str:
     """Check a student's combine_heads(x): (batch, h, L, d_k) -> (batch, L, h * d_k)."""
     for x, num_heads in split_cases():
         heads = split_heads(x, num_heads)
         batch, h, length, d_k = heads.shape
         what = f"combine_heads(<x of shape {heads.shape}>)"
-        result = to_array(quiet_call(combine_fn, heads.copy()), what)
+        result = to_array(call(combine_fn, heads.copy()), what)
+        expected_shape = (batch, length, h * d_k)
         if result.shape == (batch, length, h, d_k):
-            raise Mistake(f"{what} has shape {result.shape}: after swapping the axes, reshape to "
-                          f"(batch, L, h * d_k) = {(batch, length, h * d_k)}.")
-        expect_shape(result, (batch, length, h * d_k), what, "The result is (batch, L, h * d_k).")
-        expected = combine_heads(heads)
-        if same(result, expected):
-            continue
-        for hint, answer in wrong_combines(heads).items():
-            if same(result, answer):
-                raise Mistake(hint)
-        raise Mistake(f"{what} differs from the reference: {first_difference(result, expected)}.")
+            raise Known("not_reshaped", what=what, shape=result.shape, expected=expected_shape)
+        expect_shape(result, expected_shape, what, "The result is (batch, L, h * d_k).")
+        compare(result, combine_heads(heads), wrong_combines(heads), what)
     return "combine_heads(split_heads(x)) gives x back for 3 shapes."
 
 
 # ----------------------------------------------------------------------------- multi-head attention
+MHA_MISTAKES = {
+    "no_output_projection": "you forgot the output projection: multiply the concatenated heads by w_o.",
+    "scaled_by_sqrt_d_model": "you scaled by sqrt(d_model) = {sqrt_d_model}: each head uses its own "
+                              "d_k = d_model / h = {d_k}, so the scale is 1 / sqrt(d_k).",
+    "reshape_without_transpose": "you split the heads without a transpose (reshape straight to (batch, h, L, d_k)): "
+                                 "that silently mixes positions across heads. Use split_heads and combine_heads as "
+                                 "in the exercise above.",
+    "kv_from_x_q": "{what}: the weights have one column per QUERY ({length_q}), not per key ({length_k}). The keys "
+                   "and values must come from x_kv (x_q only gives the queries); with x_kv = x_q this is "
+                   "self-attention, otherwise cross-attention.",
+    "weights_transposed": "the weights are used transposed: in the row-vector convention Q = x_q @ w_q (no .T).",
+    "mask_ignored": "you ignored the mask: pass it to the attention of every head (it broadcasts over h).",
+    "weights_averaged_over_heads": "{what}: the weights have shape {shape}; keep one matrix per head, "
+                                   "(batch, h, L_q, L_k) = {expected}, without averaging over the heads.",
+    "output_wrong_weights_right": "{what}: the weights are right but the output is not ({difference}). "
+                                  "Combine the heads, then multiply by w_o.",
+}
+
+
 def mha_cases() -> list[tuple[str, dict]]:
     """(description, kwargs) for multi_head_attention: cross-attention (L_q != L_k), then with a mask."""
     rng = np.random.default_rng(50)
@@ -121,11 +144,10 @@ def mha_cases() -> list[tuple[str, dict]]:
 
 
 def _mha_variant(x_q, x_kv, w_q, w_k, w_v, w_o, num_heads, mask, *, scale=None, split=split_heads,
-                 combine=combine_heads, use_w_o=True, kv_from_q=False, transpose_w=False, ignore_mask=False):
+                 combine=combine_heads, use_w_o=True, transpose_w=False, ignore_mask=False):
     if transpose_w:
         w_q, w_k, w_v, w_o = w_q.T, w_k.T, w_v.T, w_o.T
-    source = x_q if kv_from_q else x_kv
-    q, k, v = split(x_q @ w_q, num_heads), split(source @ w_k, num_heads), split(source @ w_v, num_heads)
+    q, k, v = split(x_q @ w_q, num_heads), split(x_kv @ w_k, num_heads), split(x_kv @ w_v, num_heads)
     d_k = q.shape[-1]
     scores = q @ np.swapaxes(k, -1, -2) / (math.sqrt(d_k) if scale is None else scale)
     weights = masked_softmax(scores, None if ignore_mask else mask)
@@ -133,75 +155,58 @@ def _mha_variant(x_q, x_kv, w_q, w_k, w_v, w_o, num_heads, mask, *, scale=None, 
     return (heads @ w_o if use_w_o else heads), weights
 
 
-def wrong_multi_heads(case: dict) -> dict[str, tuple[np.ndarray, np.ndarray]]:
-    """hint -> (output, weights) of the usual wrong multi-head attentions."""
+def _split_mixed(x: np.ndarray, n: int) -> np.ndarray:
+    b, length, d = x.shape
+    return x.reshape(b, n, length, d // n)
+
+
+def _combine_mixed(x: np.ndarray) -> np.ndarray:
+    b, n, length, d_k = x.shape
+    return x.reshape(b, length, n * d_k)
+
+
+def wrong_multi_heads(case: dict) -> dict:
+    """The usual wrong multi-head attentions: mistake code (or Known) -> the (output, weights) pair it gives."""
     d_model = case["x_q"].shape[-1]
     h = case["num_heads"]
-
-    def split_mixed(x, n):
-        b, length, d = x.shape
-        return x.reshape(b, n, length, d // n)
-
-    def combine_mixed(x):
-        b, n, length, d_k = x.shape
-        return x.reshape(b, length, n * d_k)
-
     wrong = {
-        "you forgot the output projection: multiply the concatenated heads by w_o.": dict(use_w_o=False),
-        f"you scaled by sqrt(d_model) = {math.sqrt(d_model):.3g}: each head uses its own d_k = d_model / h = "
-        f"{d_model // h}, so the scale is 1 / sqrt(d_k).": dict(scale=math.sqrt(d_model)),
-        "you split the heads without a transpose (reshape straight to (batch, h, L, d_k)): that silently "
-        "mixes positions across heads. Use split_heads and combine_heads as in the exercise above.":
-            dict(split=split_mixed, combine=combine_mixed),
-        "the keys and values must come from x_kv (x_q only gives the queries); with x_kv = x_q this is "
-        "self-attention, otherwise cross-attention.": dict(kv_from_q=True),
-        "the weights are used transposed: in the row-vector convention Q = x_q @ w_q (no .T).":
-            dict(transpose_w=True),
+        "no_output_projection": dict(use_w_o=False),
+        Known("scaled_by_sqrt_d_model", sqrt_d_model=f"{math.sqrt(d_model):.3g}", d_k=d_model // h):
+            dict(scale=math.sqrt(d_model)),
+        "reshape_without_transpose": dict(split=_split_mixed, combine=_combine_mixed),
+        "weights_transposed": dict(transpose_w=True),
     }
     if case["mask"] is not None:
-        wrong["you ignored the mask: pass it to the attention of every head (it broadcasts over h)."] = dict(
-            ignore_mask=True)
-    answers = {}
-    for hint, options in wrong.items():
-        try:
-            answers[hint] = _mha_variant(**case, **options)
-        except ValueError:  # e.g. the case's mask does not fit this variant's shapes
-            continue
-    return answers
+        wrong["mask_ignored"] = dict(ignore_mask=True)
+    return {key: _mha_variant(**case, **options) for key, options in wrong.items()}
 
 
 @exercise("multi_head_attention", notebook="03_multi_head_attention", defines="multi_head_attention",
-          success="correct! Project, split, attend per head, concatenate, project with W^O.")
+          success="correct! Project, split, attend per head, concatenate, project with W^O.", mistakes=MHA_MISTAKES)
 def check_multi_head_attention(mha_fn: Callable) -> str:
     """Check a student's multi_head_attention(x_q, x_kv, w_q, w_k, w_v, w_o, num_heads, mask=None)."""
     for description, case in mha_cases():
         what = f"multi_head_attention(<{description}>)"
         args = [case[k].copy() for k in ("x_q", "x_kv", "w_q", "w_k", "w_v", "w_o")] + [case["num_heads"]]
         kwargs = {} if case["mask"] is None else {"mask": case["mask"].copy()}
-        output, weights = output_and_weights(quiet_call(mha_fn, *args, **kwargs), what)
+        output, weights = output_and_weights(call(mha_fn, *args, **kwargs), what)
         expected_out, expected_w = multi_head_attention(**case)
         batch, length_q, _ = case["x_q"].shape
-        if weights.shape == (batch, length_q, expected_w.shape[-1]):
-            raise Mistake(f"{what}: the weights have shape {weights.shape}; keep one matrix per head, "
-                          f"(batch, h, L_q, L_k) = {expected_w.shape}, without averaging over the heads.")
         length_k = case["x_kv"].shape[1]
+        if weights.shape == (batch, length_q, length_k):
+            raise Known("weights_averaged_over_heads", what=what, shape=weights.shape, expected=expected_w.shape)
         if weights.shape[:-1] == expected_w.shape[:-1] and weights.shape[-1] == length_q != length_k:
-            raise Mistake(f"{what}: the weights have one column per QUERY ({length_q}), not per key ({length_k}). "
-                          "The keys and values must come from x_kv (x_q only gives the queries); with x_kv = x_q "
-                          "this is self-attention, otherwise cross-attention.")
+            raise Known("kv_from_x_q", what=what, length_q=length_q, length_k=length_k)
         expect_shape(weights, expected_w.shape, f"{what}: weights", "The weights are (batch, h, L_q, L_k).")
         expect_shape(output, expected_out.shape, f"{what}: output", "The output is (batch, L_q, d_model).")
-        if same(output, expected_out) and same(weights, expected_w):
+        if same((output, weights), (expected_out, expected_w)):
             continue
-        for hint, (wrong_out, wrong_w) in wrong_multi_heads(case).items():
-            if same(output, wrong_out) and same(weights, wrong_w):
-                raise Mistake(hint)
+        match_known((output, weights), wrong_multi_heads(case))
         if same(weights, expected_w):
-            raise Mistake(f"{what}: the weights are right but the output is not ({first_difference(output, expected_out)}). "
-                          "Combine the heads, then multiply by w_o.")
-        raise Mistake(f"{what}: the weights differ from the reference: {first_difference(weights, expected_w)}.")
+            raise Known("output_wrong_weights_right", what=what, difference=first_difference(output, expected_out))
+        compare(weights, expected_w, {}, f"{what}: weights")
     return "Cross-attention with h = 3 and a masked case with h = 4 match the reference."
 
 
-__all__ = ["check_split_heads", "check_combine_heads", "check_multi_head_attention", "wrong_splits",
-           "wrong_combines", "wrong_multi_heads", "split_cases", "mha_cases"]
+__all__ = ["COMBINE_MISTAKES", "MHA_MISTAKES", "SPLIT_MISTAKES", "check_combine_heads", "check_multi_head_attention",
+           "check_split_heads", "mha_cases", "split_cases", "wrong_combines", "wrong_multi_heads", "wrong_splits"]

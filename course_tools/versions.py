@@ -1,0 +1,150 @@
+"""Print the versions that matter to the course, each against its pin (console command ``tfs-versions``).
+
+    python -m course_tools.versions           # always exits 0: paste the output into a bug report
+    python -m course_tools.versions --check   # exits 1 when an installed version differs from its pin
+
+The pins are the ``name==version`` lines of requirements.txt in the repository root (next to the
+``course_tools`` package). A pin matches the PEP 440 way: ``torch==2.13.0`` accepts the installed
+``2.13.0+cpu``. Packages without a pin are listed as "not pinned" and never count as a mismatch;
+a pinned package that is not installed does.
+"""
+
+from __future__ import annotations
+
+import argparse
+import importlib.metadata
+import platform
+import re
+import sys
+from dataclasses import dataclass
+from pathlib import Path
+from typing import TextIO
+
+REQUIREMENTS = Path(__file__).resolve().parent.parent / "requirements.txt"
+
+# What a bug report needs, in this order; every other pinned package follows, in requirements.txt order.
+PACKAGES = ["torch", "numpy", "matplotlib", "jupyterlab", "nbval", "nbgrader", "nbclient", "nbformat", "ruff"]
+
+OK, MISMATCH, NOT_PINNED, NOT_INSTALLED = "ok", "MISMATCH", "not pinned", "not installed"
+
+_PIN = re.compile(r"([A-Za-z0-9][A-Za-z0-9_.\-]*)\s*==\s*([^\s;#]+)")
+
+
+@dataclass(frozen=True)
+class Row:
+    name: str
+    installed: str | None  # None: not installed
+    pinned: str | None  # None: no pin
+    note: str = ""
+
+    @property
+    def shown(self) -> str:
+        """The installed version, or why there is none."""
+        if self.installed is not None:
+            return self.installed
+        return "not importable" if self.name == "course" else NOT_INSTALLED
+
+    @property
+    def status(self) -> str:
+        if self.pinned is None:
+            return NOT_PINNED
+        if self.installed is None:
+            return f"{MISMATCH} ({NOT_INSTALLED})"
+        return OK if matches(self.installed, self.pinned) else MISMATCH
+
+    @property
+    def mismatch(self) -> bool:
+        return self.status.startswith(MISMATCH)
+
+
+def normalise(name: str) -> str:
+    """A distribution name the PEP 503 way: Jupyter_Lab and jupyterlab are one package."""
+    return re.sub(r"[-_.]+", "-", name).lower()
+
+
+def matches(installed: str, pinned: str) -> bool:
+    """PEP 440 `==`: equal versions, and a pin without a local label (+cpu) accepts any local label."""
+    if installed == pinned:
+        return True
+    try:
+        from packaging.version import InvalidVersion, Version
+    except ImportError:  # packaging is almost always there; without it compare the text
+        return installed.split("+")[0] == pinned if "+" not in pinned else False
+    try:
+        have, want = Version(installed), Version(pinned)
+    except InvalidVersion:
+        return False
+    return have == want or ("+" not in pinned and Version(have.public) == want)
+
+
+def read_pins(requirements: Path = REQUIREMENTS) -> dict[str, str]:
+    """name (normalised) -> version of every `name==version` line; {} when the file does not exist."""
+    try:
+        text = requirements.read_text(encoding="utf-8")
+    except OSError:
+        return {}
+    pins = {}
+    for line in text.splitlines():
+        match = _PIN.fullmatch(line.split("#")[0].strip())
+        if match:
+            pins[normalise(match.group(1))] = match.group(2)
+    return pins
+
+
+def installed_version(name: str) -> str | None:
+    try:
+        return importlib.metadata.version(name)
+    except importlib.metadata.PackageNotFoundError:
+        return None
+
+
+def course_version() -> tuple[str | None, str]:
+    """helpers.__version__, or None and why it cannot be imported."""
+    try:
+        import helpers
+    except Exception as error:  # noqa: BLE001 - a broken install is exactly what this tool must show
+        return None, f"import helpers failed: {type(error).__name__}: {error}"
+    return getattr(helpers, "__version__", None), "helpers.__version__"
+
+
+def versions(requirements: Path = REQUIREMENTS) -> list[Row]:
+    """Python, the course's packages and every pinned package, then the course itself, each with its pin."""
+    pins = read_pins(requirements)
+    rows = [Row("Python", platform.python_version(), pins.get("python"), sys.executable)]
+    names = PACKAGES + [name for name in pins if name not in {normalise(p) for p in PACKAGES} | {"python"}]
+    rows += [Row(name, installed_version(name), pins.get(normalise(name))) for name in names]
+    version, note = course_version()
+    rows.append(Row("course", version, pins.get("course"), note))
+    return rows
+
+
+def format_table(rows: list[Row], requirements: Path = REQUIREMENTS) -> str:
+    source = f"pins from {requirements}" if requirements.exists() else f"no pins: {requirements} not found"
+    name_width = max(len(r.name) for r in rows)
+    have_width = max(len(r.shown) for r in rows)
+    pin_width = max(len("pinned"), *(len(r.pinned or "-") for r in rows))
+    lines = [f"Transformers from Scratch: versions ({source})",
+             f"  {'package':<{name_width}}  {'installed':<{have_width}}  {'pinned':<{pin_width}}  status"]
+    for r in rows:
+        note = f"  ({r.note})" if r.note else ""
+        lines.append(f"  {r.name:<{name_width}}  {r.shown:<{have_width}}  "
+                     f"{r.pinned or '-':<{pin_width}}  {r.status}{note}")
+    bad = [r.name for r in rows if r.mismatch]
+    lines.append(f"{len(bad)} mismatch(es): {', '.join(bad)}" if bad else "Every pinned package matches its pin.")
+    return "\n".join(lines)
+
+
+def main(argv: list[str] | None = None, stdout: TextIO | None = None) -> int:
+    parser = argparse.ArgumentParser(prog="tfs-versions",
+                                     description="Print the versions the course depends on, against requirements.txt.")
+    parser.add_argument("--check", action="store_true", help="exit 1 when an installed version differs from its pin")
+    parser.add_argument("--requirements", type=Path, default=REQUIREMENTS, metavar="FILE",
+                        help=f"the pins to compare with (default {REQUIREMENTS})")
+    args = parser.parse_args(argv)
+    rows = versions(args.requirements)
+    print(format_table(rows, args.requirements), file=stdout or sys.stdout)
+    return 1 if args.check and any(r.mismatch for r in rows) else 0
+
+
+if __name__ == "__main__":
+    sys.exit(main())
