@@ -26,6 +26,7 @@ file, each verdict is also appended to it as one JSON line, which the course gra
 
 from __future__ import annotations
 
+import contextlib
 import functools
 import json
 import math
@@ -147,6 +148,22 @@ def hint_fields(template: str) -> list[str]:
 
 
 # ---------------------------------------------------------------------------------------- verdicts
+_SILENCED = [0]  # > 0 inside silenced(): verdicts are neither logged nor raised
+
+
+@contextlib.contextmanager
+def silenced():
+    """Run checks without logging their verdicts for the grader and without raising under nbgrader.
+
+    For code that checks ANOTHER notebook's exercises (to decide whether to use the student's
+    version): those verdicts must not count as this notebook's."""
+    _SILENCED[0] += 1
+    try:
+        yield
+    finally:
+        _SILENCED[0] -= 1
+
+
 class CheckFailed(Exception):
     """Raised by a check under nbgrader's autograding when the exercise does not pass."""
 
@@ -179,6 +196,8 @@ class Verdict:
 
     def record(self) -> "Verdict":
         """Log the verdict for the grader; under nbgrader's autograding, raise when it is not a pass."""
+        if _SILENCED[0]:
+            return self
         path = os.environ.get("HELPERS_GRADE_LOG")
         if path:
             try:
@@ -344,4 +363,4 @@ def is_close(a: float, b: float, tol: float = 1e-6) -> bool:
 __all__ = ["CheckFailed", "EXERCISES", "Exercise", "FAIL", "GENERIC_MISTAKES", "Known", "Mistake", "NotImplementedYet",
            "PASS", "SYMBOLS", "TODO", "Verdict", "as_numpy", "call", "compare", "exercise", "exercises_in",
            "expect_finite", "expect_shape", "first_difference", "generic", "hint_fields", "is_close",
-           "match_known", "output_and_weights", "same", "to_array"]
+           "match_known", "output_and_weights", "same", "silenced", "to_array"]

@@ -1,0 +1,94 @@
+"""Loading the student's definitions from a saved notebook, and choosing theirs or the reference."""
+
+import json
+
+import nbformat
+import numpy as np
+import pytest
+
+import helpers
+from helpers.student_code import load_definitions, student_or_reference
+
+from conftest import ROOT
+
+STUDENT = """def create_position_matrix(seq_length, embed_size):
+    position_matrix = np.zeros((seq_length, embed_size))
+    for pos in range(seq_length):
+        for i in range(0, embed_size, 2):
+            angle = pos / 10000 ** (i / embed_size)
+            position_matrix[pos, i] = np.{even}(angle)
+            position_matrix[pos, i + 1] = np.{odd}(angle)
+    return position_matrix
+"""
+RIGHT, SWAPPED = STUDENT.format(even="sin", odd="cos"), STUDENT.format(even="cos", odd="sin")
+PARTS = {"create_position_matrix": (helpers.check_create_position_matrix, helpers.positional_encoding),
+         "rotation_matrix": (helpers.check_rotation_matrix, helpers.rotation_matrix)}
+
+
+def notebook(tmp_path, *sources, name="01_positional_encoding.ipynb"):
+    nb = nbformat.v4.new_notebook()
+    nb.cells = [nbformat.v4.new_code_cell(s) for s in sources]
+    path = tmp_path / name
+    nbformat.write(nb, path)
+    return path
+
+
+def test_only_imports_and_definitions_run(tmp_path):
+    path = notebook(tmp_path, "%matplotlib inline\nimport numpy as np\nSIDE_EFFECT = 1\nraise SystemExit('no')",
+                    RIGHT, "print('this must not run')\nx = create_position_matrix(2, 4)")
+    found = load_definitions(path)
+    assert "SIDE_EFFECT" not in found.namespace and "x" not in found.namespace
+    assert np.allclose(found.namespace["create_position_matrix"](3, 4), helpers.positional_encoding(3, 4))
+    assert found.sources["create_position_matrix"].startswith("def create_position_matrix(")
+
+
+def test_broken_cells_are_skipped_and_named(tmp_path):
+    path = notebook(tmp_path, "def broken(:\n    pass", "import not_a_module_xyz", RIGHT)
+    found = load_definitions(path)
+    assert "create_position_matrix" in found.sources
+    assert any("cell 0: not valid Python" in s for s in found.skipped)
+    assert any("cell 1: ModuleNotFoundError" in s for s in found.skipped)
+
+
+def test_a_passing_exercise_uses_the_students_code_and_a_failing_one_the_reference(tmp_path, monkeypatch):
+    log = tmp_path / "log.jsonl"
+    monkeypatch.setenv("HELPERS_GRADE_LOG", str(log))
+    monkeypatch.setenv("NBGRADER_EXECUTION", "autograde")  # another notebook's failing check must not raise
+    stub = "def rotation_matrix(k, d_model):\n    raise NotImplementedError()"
+    choice = student_or_reference(notebook(tmp_path, RIGHT, stub), PARTS)
+    assert choice.origin == {"create_position_matrix": "yours", "rotation_matrix": "reference"}
+    assert choice.objects["rotation_matrix"] is helpers.rotation_matrix
+    assert choice.objects["create_position_matrix"] is not helpers.positional_encoding
+    assert "not implemented yet" in choice.reasons["rotation_matrix"]
+    assert "create_position_matrix: your version" in choice.describe()
+    assert not log.exists() or log.read_text() == "", "these verdicts belong to another notebook"
+
+
+def test_a_wrong_answer_falls_back_with_its_hint(tmp_path):
+    choice = student_or_reference(notebook(tmp_path, SWAPPED), PARTS)
+    assert choice.origin["create_position_matrix"] == "reference"
+    assert "cos on the even columns" in choice.reasons["create_position_matrix"]
+
+
+def test_the_fingerprint_follows_the_students_code(tmp_path):
+    first = student_or_reference(notebook(tmp_path, RIGHT), PARTS).fingerprint()
+    same = student_or_reference(notebook(tmp_path, "# a comment cell", RIGHT), PARTS).fingerprint()
+    other = student_or_reference(notebook(tmp_path, RIGHT.replace("angle =", "angle  =")), PARTS).fingerprint()
+    assert first == same != other
+
+
+def test_the_solution_notebook_is_all_theirs_and_the_pristine_one_all_reference():
+    solved = student_or_reference(ROOT / "solutions" / "01_positional_encoding.ipynb", PARTS)
+    pristine = student_or_reference(ROOT / "notebooks" / "01_positional_encoding.ipynb", PARTS)
+    assert set(solved.origin.values()) == {"yours"} and set(pristine.origin.values()) == {"reference"}
+
+
+def test_a_missing_or_unreadable_notebook_falls_back_to_the_reference(tmp_path):
+    (tmp_path / "bad.ipynb").write_text(json.dumps({"not": "a notebook"})[:5])
+    for path in (tmp_path / "missing.ipynb", tmp_path / "bad.ipynb"):
+        choice = student_or_reference(path, PARTS)
+        assert set(choice.origin.values()) == {"reference"}
+    with pytest.raises(ValueError, match="path must name a .ipynb"):
+        load_definitions(tmp_path / "x.py")
+    with pytest.raises(ValueError, match="parts"):
+        student_or_reference(tmp_path / "missing.ipynb", {})
