@@ -9,7 +9,8 @@ same causal mask); only the core softmax(Q K^T / sqrt(d_k)) V differs:
   fused = F.scaled_dot_product_attention (PyTorch picks a fused kernel, flash attention where it
           can, that never stores the L x L matrix).
 Time is forward + backward. Memory is what the forward pass keeps for the backward pass (bytes of
-the tensors autograd saves), plus, on a GPU, the peak allocated memory. Ours grows as L^2.
+the tensors autograd saves, counted by helpers.cost.saved_bytes, which notebook 03 uses too), plus, on
+a GPU, the peak allocated memory. Ours grows as L^2.
 """
 
 from __future__ import annotations
@@ -22,6 +23,7 @@ import torch
 import torch.nn.functional as F
 
 import helpers
+from helpers.cost import saved_bytes  # shared with notebook 03's measurement
 
 
 def fused_forward(mha: helpers.MultiHeadAttention, x: torch.Tensor, mask: torch.Tensor) -> torch.Tensor:
@@ -29,24 +31,6 @@ def fused_forward(mha: helpers.MultiHeadAttention, x: torch.Tensor, mask: torch.
     q, k, v = (w(x).view(batch, length, mha.num_heads, mha.d_k).transpose(1, 2) for w in (mha.w_q, mha.w_k, mha.w_v))
     heads = F.scaled_dot_product_attention(q, k, v, attn_mask=mask)
     return mha.w_o(heads.transpose(1, 2).reshape(batch, length, mha.d_model))
-
-
-def saved_bytes(fn) -> int:
-    """Bytes of the tensors autograd saves for the backward pass during fn() (each storage once)."""
-    seen: dict[int, int] = {}
-
-    def pack(t: torch.Tensor):
-        try:
-            storage = t.untyped_storage()
-            seen[storage.data_ptr()] = storage.nbytes()
-        except RuntimeError:
-            pass
-        return t
-
-    with torch.autograd.graph.saved_tensors_hooks(pack, lambda t: t):
-        out = fn()
-    del out
-    return sum(seen.values())
 
 
 def run(lengths=(128, 256, 512, 1024, 2048), repeats: int = 5, batch: int = 4, d_model: int = 256,

@@ -2,7 +2,7 @@
 
     .venv/bin/python benchmarks/bench_time_to_accuracy.py [--seeds 0 1 2] [--every 50]
 
-Trains notebook 05's configuration (helpers.training.NOTEBOOK_CONFIG, the seed changed) on the
+Trains notebook 06's configuration (helpers.training.NOTEBOOK_CONFIG, the seed changed) on the
 notebook's data set and measures the exact match on the 2,000 held-out test dates every `every`
 steps. Evaluation time is excluded from the training seconds. The run continues to the end of
 the schedule (the learning rate cools down over its last steps), so the final accuracy is the
@@ -20,7 +20,7 @@ import torch
 
 import helpers
 from helpers.decoding import exact_match
-from helpers.training import NOTEBOOK_CONFIG, NOTEBOOK_DATA, LengthBucketedBatches, build_model, train_model
+from helpers.training import NOTEBOOK_CONFIG, NOTEBOOK_DATA, ShuffledBatches, build_model, train_model
 
 
 def run(seeds=(0,), every: int = 50, config=NOTEBOOK_CONFIG) -> dict:
@@ -30,7 +30,7 @@ def run(seeds=(0,), every: int = 50, config=NOTEBOOK_CONFIG) -> dict:
     for seed in seeds:
         cfg = dataclasses.replace(config, seed=seed)
         model = build_model(cfg)
-        batches = LengthBucketedBatches(data.train, cfg.batch_size, seed=cfg.seed)
+        batches = ShuffledBatches(data.train, cfg.batch_size, seed=cfg.seed)
         log: list[tuple[int, float]] = []
 
         def callback(step, m):

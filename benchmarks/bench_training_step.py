@@ -1,5 +1,5 @@
 """Benchmark 1: time of one training step (forward, backward, Adam) of our Transformer against
-nn.Transformer of the same size, at notebook 05's configuration and at the paper's base size.
+nn.Transformer of the same size, at notebook 06's configuration and at the paper's base size.
 
     .venv/bin/python benchmarks/bench_training_step.py [--repeats 10] [--skip-base]
 
@@ -64,7 +64,7 @@ def make_step(model, src, tgt):
 
 
 CONFIGS = {
-    "notebook 05 (d_model 64, 2+2 layers, batch 128, L_src 20, L_tgt 12)":
+    "notebook 06 (d_model 64, 2+2 layers, batch 128, L_src 20, L_tgt 12)":
         dict(src_vocab=75, tgt_vocab=14, d_model=64, num_heads=4, num_layers=2, d_ff=256, share=False,
              batch=128, l_src=20, l_tgt=12),
     "paper base (d_model 512, 6+6 layers, 37k shared vocab, batch 8, L 16)":

@@ -15,7 +15,7 @@ import time
 from pathlib import Path
 from typing import Callable, Sequence
 
-os.environ.setdefault("OMP_WAIT_POLICY", "PASSIVE")  # before torch: see notebook 05 and NBVAL-NOTES
+os.environ.setdefault("OMP_WAIT_POLICY", "PASSIVE")  # before torch: see the README, "Determinism"
 
 import torch  # noqa: E402
 

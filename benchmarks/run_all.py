@@ -6,8 +6,9 @@
 1. bench_training_step.py     our Transformer vs nn.Transformer, one training step
 2. bench_attention.py         our attention vs F.scaled_dot_product_attention, growing L
 3. bench_time_to_accuracy.py  seconds of training to 99% and 99.9% on the date task
+4. bench_decoding.py          greedy decoding with the KV cache against re-running the prefix
 
-About 6 minutes on a 2-core CPU (--quick: about 3). Never run by the unit tests.
+About 7 minutes on a 2-core CPU (--quick: about 3). Never run by the unit tests.
 """
 
 from __future__ import annotations
@@ -23,6 +24,7 @@ sys.path.insert(0, str(Path(__file__).resolve().parent))
 from common import environment  # noqa: E402  (sets OMP_WAIT_POLICY before torch is imported)
 
 import bench_attention  # noqa: E402
+import bench_decoding  # noqa: E402
 import bench_time_to_accuracy  # noqa: E402
 import bench_training_step  # noqa: E402
 
@@ -47,6 +49,8 @@ def main(argv=None) -> int:
         bench_time_to_accuracy.run(seeds=tuple(args.seeds), every=100, config=config)
     else:
         bench_time_to_accuracy.run(seeds=tuple(args.seeds), every=50)
+    print("\n== 4. decoding ==")
+    bench_decoding.run(repeats=2 if args.quick else 5, skip_base=args.quick)
     print(f"\nall benchmarks: {time.perf_counter() - start:.0f} s")
     return 0
 

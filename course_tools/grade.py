@@ -35,6 +35,7 @@ import json
 import os
 import sys
 import tempfile
+from concurrent.futures import ThreadPoolExecutor
 from collections import Counter
 from pathlib import Path
 from typing import Iterable, TextIO
@@ -128,18 +129,28 @@ def grade(path: Path, timeout: int = 600) -> dict:
     }
 
 
-def grade_all(paths: Iterable[Path], timeout: int = 600) -> list[dict]:
-    """Grade every notebook the paths name: a report each, or {"notebook", "error"} when it cannot be read."""
-    reports = []
-    for path, problem in find_notebooks(paths):
+def grade_all(paths: Iterable[Path], timeout: int = 600, jobs: int = 1) -> list[dict]:
+    """Grade every notebook the paths name: a report each, or {"notebook", "error"} when it cannot be read.
+
+    With jobs > 1, that many notebooks execute at once (each in its own kernel); the reports keep
+    the order of the notebooks."""
+    if isinstance(jobs, bool) or not isinstance(jobs, int) or jobs < 1:
+        raise ValueError(f"jobs must be a positive integer, got {jobs!r}")
+
+    def one(found: tuple[Path, str | None]) -> dict:
+        path, problem = found
         if problem:
-            reports.append({"notebook": str(path), "error": problem})
-            continue
+            return {"notebook": str(path), "error": problem}
         try:
-            reports.append(grade(path, timeout))
+            return grade(path, timeout)
         except ValueError as error:
-            reports.append({"notebook": str(path), "error": str(error)})
-    return reports
+            return {"notebook": str(path), "error": str(error)}
+
+    notebooks = find_notebooks(paths)
+    if jobs == 1 or len(notebooks) < 2:
+        return [one(found) for found in notebooks]
+    with ThreadPoolExecutor(max_workers=jobs) as pool:  # the work happens in the kernels, not in this process
+        return list(pool.map(one, notebooks))
 
 
 def all_pass(report: dict) -> bool:
@@ -232,9 +243,13 @@ def main(argv: list[str] | None = None, stdout: TextIO | None = None, stderr: Te
                         help="write one row per notebook and exercise to FILE, then print how often each "
                              "mistake occurred")
     parser.add_argument("--timeout", type=int, default=600, help="seconds allowed per cell (default 600)")
+    parser.add_argument("--jobs", type=int, default=1,
+                        help="notebooks executed at once, each in its own kernel (default 1; at most the CPU cores)")
     args = parser.parse_args(argv)
+    if args.jobs < 1:
+        parser.error(f"--jobs must be at least 1, got {args.jobs}")
 
-    reports = grade_all(args.paths, timeout=args.timeout)
+    reports = grade_all(args.paths, timeout=args.timeout, jobs=args.jobs)
     if args.json:
         single = len(args.paths) == 1 and not args.paths[0].is_dir()
         print(json.dumps(reports[0] if single else reports, ensure_ascii=False, indent=2), file=stdout)

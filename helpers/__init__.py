@@ -6,7 +6,7 @@ live apart, in the ``course_tools`` package.
 """
 
 # Notebook 01: positional encoding
-from .positional import PositionalEncoding, frequencies, positional_encoding, rotation_matrix
+from .positional import PositionalEncoding, apply_rope, frequencies, positional_encoding, rotation_matrix
 
 # Notebooks 02-04: attention matrices, multi-head attention, masking
 from .attention import masked_softmax, scaled_dot_product_attention, softmax
@@ -15,24 +15,25 @@ from .masking import (causal_mask, causal_mask_torch, decoder_mask, padding_mask
 from .multi_head import (MultiHeadAttention, combine_heads, multi_head_attention, numpy_weights, split_heads,
                          to_nn_multihead_attention)
 
-# Notebook 05: the full Transformer, trained on the date task
-from .transformer import (Decoder, DecoderLayer, Encoder, EncoderLayer, PositionwiseFeedForward, Transformer,
-                          attention_maps, count_parameters, parameter_breakdown, to_torch_decoder_layer,
-                          to_torch_encoder_layer)
+# Notebook 05: the full Transformer; notebook 06: trained on the date task
+from .transformer import (PAPER_TABLE3, PAPER_VOCAB_SIZE, Decoder, DecoderLayer, Encoder, EncoderLayer, LayerNorm,
+                          PositionwiseFeedForward, Transformer, attention_maps, count_parameters, nn_transformer_logits,
+                          parameter_breakdown, to_nn_transformer, to_torch_decoder_layer, to_torch_encoder_layer)
 from .dates import (FORMAT_NAMES, SOURCE_VOCAB, TARGET_VOCAB, DateDataset, encode_sources, encode_targets,
                     format_date, make_date_dataset)
 from .schedule import scheduled_lr, transformer_lr
 from .loss import LabelSmoothingLoss, loss_floor
 from .training import TrainConfig, default_device
-from .decoding import exact_match, greedy_decode, predict
+from .decoding import beam_search, exact_match, greedy_decode, predict
 from .checkpoints import train_or_load
 
 # Pictures, and the check of every exercise (check_<exercise name>)
 from .plots import (plot_attention, plot_cross_attention, plot_dimensions, plot_encoding, plot_heads, plot_history,
                     plot_mask, plot_schedule)
-from .checks import (check_causal_mask, check_combine_heads, check_create_position_matrix, check_decoder_layer,
-                     check_encoder_layer, check_greedy_decode, check_masked_softmax, check_multi_head_attention,
-                     check_padding_mask, check_rotation_matrix, check_scaled_dot_product_attention, check_softmax,
-                     check_split_heads)
+from .checks import (check_apply_rope, check_causal_mask, check_combine_heads, check_create_position_matrix,
+                     check_decoder_layer, check_encoder_layer, check_feed_forward, check_greedy_decode,
+                     check_layer_norm, check_masked_softmax, check_multi_head_attention, check_padding_mask,
+                     check_rotation_matrix, check_scaled_dot_product_attention, check_softmax, check_split_heads,
+                     check_transformer)
 
 __version__ = "0.2.0"

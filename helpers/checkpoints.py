@@ -1,4 +1,4 @@
-"""Train once, load after: the checkpoint cache of notebook 05's model.
+"""Train once, load after: the checkpoint cache of notebook 06's model.
 
 The cache lives in ``<repository>/.cache/checkpoints`` (git-ignored), or in the folder named by the
 environment variable ``TFS_CACHE_DIR``. A checkpoint's name is a hash of everything that decides its
@@ -20,7 +20,7 @@ from pathlib import Path
 import torch
 
 from .dates import DateDataset
-from .training import History, LengthBucketedBatches, TrainConfig, build_model, default_device, train_model
+from .training import History, ShuffledBatches, TrainConfig, build_model, default_device, train_model
 from .transformer import Transformer
 
 
@@ -88,7 +88,7 @@ def train_or_load(config: TrainConfig, data: DateDataset, retrain: bool = False,
             return TrainResult(model.to(device).eval(), history, False, path)
         except Exception:  # a corrupt or outdated file: train again
             pass
-    batches = LengthBucketedBatches(data.train, config.batch_size, seed=config.seed)
+    batches = ShuffledBatches(data.train, config.batch_size, seed=config.seed)
     history = train_model(model, batches, config, device=device, progress=progress)
     try:
         path.parent.mkdir(parents=True, exist_ok=True)

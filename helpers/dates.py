@@ -1,4 +1,4 @@
-"""The date-normalisation task of notebook 05: a written date in, its ISO form out.
+"""The date-normalisation task of notebook 06: a written date in, its ISO form out.
 
     "21 November 2026", "Nov 21, 2026", "saturday, november 21, 2026", "21/11/2026",
     "21 de noviembre de 2026", "sábado 21 de noviembre de 2026"   ->   "2026-11-21"

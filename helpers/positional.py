@@ -4,11 +4,16 @@
     PE(pos, 2i+1) = cos(pos / base^(2i / d_model))
 
 with base = 10000, so the wavelengths run from 2*pi to base*2*pi.
+
+apply_rope is the rotary position embedding (Su et al. 2021, "RoFormer"), in the interleaved layout:
+the pair of dimensions (2i, 2i+1) of the row at position pos turns by the angle pos * w_i, with the
+frequencies w_i of the encoding above.
 """
 
 from __future__ import annotations
 
 import math
+import numbers
 
 import numpy as np
 import torch
@@ -57,6 +62,52 @@ def rotation_matrix(k: int, d_model: int, base: float = 10000.0) -> np.ndarray:
         c, s = math.cos(angle), math.sin(angle)
         rotation[2 * i : 2 * i + 2, 2 * i : 2 * i + 2] = [[c, -s], [s, c]]
     return rotation
+
+
+def apply_rope(x, positions, base: float = 10000.0) -> np.ndarray:
+    """Rotary position embedding (RoFormer), interleaved layout: rotate each pair of dimensions.
+
+    x: (..., L, d) with d even, e.g. the queries or keys of one head (batch, h, L, d_k).
+    positions: (L,) non-negative integers, the position of each of the L rows.
+    Returns a float64 array of the same shape as x in which, for every row at position pos and every
+    pair i, (x_2i, x_2i+1) becomes (x_2i cos a - x_2i+1 sin a, x_2i sin a + x_2i+1 cos a), a = pos * w_i,
+    w_i = 1 / base^(2i / d). In row-vector form this is x @ rotation_matrix(pos, d).T, so the score
+    apply_rope(q, [m]) . apply_rope(k, [n]) depends on the offset n - m only.
+    """
+    x, positions = _rope_inputs(x, positions)
+    angles = positions[:, None] * frequencies(x.shape[-1], base)[None, :]  # (L, d/2)
+    cos, sin = np.cos(angles), np.sin(angles)
+    x_even, x_odd = x[..., 0::2], x[..., 1::2]  # (..., L, d/2) each
+    rotated = np.empty_like(x)
+    rotated[..., 0::2] = x_even * cos - x_odd * sin
+    rotated[..., 1::2] = x_even * sin + x_odd * cos
+    return rotated
+
+
+def _rope_inputs(x, positions) -> tuple[np.ndarray, np.ndarray]:
+    """x as a float64 array (..., L, d) with d even, positions as an int array (L,): or a ValueError."""
+    if hasattr(x, "detach"):  # a torch tensor
+        x = x.detach().cpu().numpy()
+    try:
+        x = np.asarray(x, dtype=np.float64)
+    except (TypeError, ValueError):
+        raise ValueError(f"x must be an array of numbers of shape (..., L, d), got {type(x).__name__}") from None
+    if x.ndim < 2:
+        raise ValueError(f"x must have shape (..., L, d) with at least 2 axes, got {shape_str(x.shape)}")
+    if x.shape[-1] == 0 or x.shape[-1] % 2:
+        raise ValueError(f"x must have an even, positive last axis d (pairs of dimensions), got d={x.shape[-1]}")
+    if hasattr(positions, "detach"):
+        positions = positions.detach().cpu().numpy()
+    raw = np.asarray(positions)
+    if raw.ndim != 1 or raw.shape[0] != x.shape[-2]:
+        raise ValueError(f"positions must have shape (L,) = ({x.shape[-2]},), one position per row of x, "
+                         f"got {shape_str(raw.shape)}")
+    if raw.size and not all(isinstance(p, numbers.Integral) and not isinstance(p, (bool, np.bool_))
+                            for p in raw.tolist()):
+        raise ValueError(f"positions must be integers, got dtype {raw.dtype}")
+    if raw.size and raw.min() < 0:
+        raise ValueError(f"positions must be non-negative, got {int(raw.min())}")
+    return x, raw.astype(np.float64)
 
 
 class PositionalEncoding(nn.Module):

@@ -1,4 +1,4 @@
-"""The learning-rate schedule of the paper (section 5.3), and the cool-down notebook 05 adds to it.
+"""The learning-rate schedule of the paper (section 5.3), and the cool-down notebook 06 adds to it.
 
     transformer_lr(step, d_model, warmup)   lrate = d_model^-0.5 * min(step^-0.5, step * warmup^-1.5)
     scheduled_lr(step, config)              the same, brought linearly to zero over the last steps

@@ -1,8 +1,8 @@
-"""Training the Transformer of notebook 05: the configuration, the batches and the loop.
+"""Training the Transformer of notebook 06: the configuration, the batches and the loop.
 
     TrainConfig(...)                       everything that decides the trained weights
     build_model(config)                    a seeded Transformer of the configuration's size
-    LengthBucketedBatches(pairs, ...)      endless batches of similar source lengths
+    ShuffledBatches(pairs, ...)            endless batches of randomly drawn pairs
     train_model(model, batches, config)    Adam(0.9, 0.98, 1e-9) + the schedule, with a progress bar
 
 The schedule is in ``schedule.py``, the loss in ``loss.py``, decoding in ``decoding.py`` and the
@@ -71,9 +71,9 @@ class TrainConfig:
         return transformer_lr(self.warmup, self.d_model, self.warmup, self.lr_factor)
 
 
-# Notebook 05 trains exactly this (benchmarks/bench_time_to_accuracy.py measures it too).
+# Notebook 06 trains exactly this (benchmarks/bench_time_to_accuracy.py measures it too).
 NOTEBOOK_CONFIG = TrainConfig(d_model=64, num_heads=4, num_layers=2, d_ff=256, dropout=0.0, norm_first=False,
-                              batch_size=128, steps=1200, warmup=200, lr_factor=0.5, cooldown=0.4,
+                              batch_size=128, steps=600, warmup=200, lr_factor=0.5, cooldown=0.4,
                               label_smoothing=0.1, seed=0)
 NOTEBOOK_DATA = dict(n_train=60_000, n_valid=1_000, n_test=2_000, seed=0)
 
@@ -87,12 +87,14 @@ def build_model(config: TrainConfig, src_vocab_size: int = len(SOURCE_VOCAB),
                        pad_id=SOURCE_VOCAB.pad_id, norm_first=config.norm_first)
 
 
-class LengthBucketedBatches:
-    """Endless training batches (src (B, L_src), tgt (B, 12)) in which the sources have similar lengths.
+class ShuffledBatches:
+    """Endless training batches (src (B, L_src), tgt (B, 12)) of randomly drawn pairs.
 
-    Each epoch shuffles the pairs (seeded), sorts them by source length (a stable sort, so equal
-    lengths stay shuffled), cuts batches of batch_size and shuffles the batch order. Similar
-    lengths mean little padding: the steps are faster and every batch still mixes formats.
+    Each epoch shuffles the pairs (seeded) and cuts them into batches of batch_size; each source
+    batch is trimmed to its longest source. Sorting the pairs by length first (bucketing) would
+    pad less, but a bucket then holds one or two date formats only, and the model learns far more
+    slowly from such batches: with the same schedule, bucketing reached 97-98% exact match after
+    700 steps where random batches reached 99.9% after 600 (measured on the held-out dates).
     """
 
     def __init__(self, pairs: Sequence[tuple[str, str]], batch_size: int, seed: int = 0):
@@ -105,12 +107,8 @@ class LengthBucketedBatches:
         self.generator = torch.Generator().manual_seed(seed)
 
     def epoch(self) -> list[tuple[torch.Tensor, torch.Tensor]]:
-        perm = torch.randperm(len(self.src), generator=self.generator)
-        order = perm[torch.sort(self.lengths[perm], stable=True).indices]
-        chunks = list(torch.split(order, self.batch_size))
         batches = []
-        for i in torch.randperm(len(chunks), generator=self.generator).tolist():
-            idx = chunks[i]
+        for idx in torch.split(torch.randperm(len(self.src), generator=self.generator), self.batch_size):
             length = int(self.lengths[idx].max())
             batches.append((self.src[idx, :length], self.tgt[idx]))
         return batches
@@ -192,5 +190,5 @@ def train_model(model: Transformer, batches: Iterator, config: TrainConfig, devi
     return history
 
 
-__all__ = ["NOTEBOOK_CONFIG", "NOTEBOOK_DATA", "History", "LengthBucketedBatches", "TrainConfig", "build_model",
+__all__ = ["NOTEBOOK_CONFIG", "NOTEBOOK_DATA", "History", "ShuffledBatches", "TrainConfig", "build_model",
            "default_device", "make_optimizer", "train_model"]

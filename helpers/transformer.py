@@ -16,24 +16,61 @@ the end of each stack:
 
 Every layer and the whole model take ``norm_first`` to switch (False = the paper).
 
+Every LayerNorm is ours (``LayerNorm`` below: mean and biased variance over the last axis, eps
+inside the square root), with parameters named as ``nn.LayerNorm``'s (weight, bias), so the state
+dicts of the two load into each other.
+
 Sub-module names follow ``nn.TransformerEncoderLayer`` / ``nn.TransformerDecoderLayer`` where
 they can (norm1, dropout1, ...; the feed-forward's linear1 and linear2 sit in ``ff``), and
-``to_torch_encoder_layer`` / ``to_torch_decoder_layer`` copy our weights into PyTorch's layers.
-Masks are boolean, True = may attend (see helpers.masking).
+``to_torch_encoder_layer`` / ``to_torch_decoder_layer`` / ``to_nn_transformer`` copy our weights
+into PyTorch's modules. Masks are boolean, True = may attend (see helpers.masking).
 """
 
 from __future__ import annotations
 
 import math
+import warnings
 from collections import OrderedDict
 
 import torch
 from torch import nn
 
-from .masking import decoder_mask, padding_mask
+from .masking import causal_mask_torch, decoder_mask, padding_mask
 from .multi_head import MultiHeadAttention, to_nn_multihead_attention
 from .positional import PositionalEncoding
-from .validation import positive_int, probability, shape_str
+from .validation import positive_float, positive_int, probability, shape_str
+
+
+class LayerNorm(nn.Module):
+    """Layer normalisation over the last axis (Ba, Kiros and Hinton, 2016), written out:
+
+        LayerNorm(x) = weight * (x - mean) / sqrt(var + eps) + bias
+
+    mean and var are taken over the last axis (the d_model features of one position), var is the
+    BIASED variance (the mean of the squared deviations, divided by d_model), and eps sits inside
+    the square root: exactly what nn.LayerNorm computes. weight (the gain, starts at 1) and bias
+    (starts at 0) have d_model entries each and nn.LayerNorm's names, so its state dict loads.
+
+    x: (..., d_model) -> same shape.
+    """
+
+    def __init__(self, d_model: int, eps: float = 1e-5):
+        super().__init__()
+        self.d_model = positive_int(d_model, "d_model")
+        self.eps = positive_float(eps, "eps")
+        self.weight = nn.Parameter(torch.ones(self.d_model))
+        self.bias = nn.Parameter(torch.zeros(self.d_model))
+
+    def forward(self, x: torch.Tensor) -> torch.Tensor:
+        if not isinstance(x, torch.Tensor) or x.dim() == 0 or x.shape[-1] != self.d_model:
+            shape = shape_str(x.shape) if hasattr(x, "shape") else type(x).__name__
+            raise ValueError(f"x must be a tensor of shape (..., d_model={self.d_model}), got {shape}")
+        mean = x.mean(dim=-1, keepdim=True)  # (..., 1)
+        var = x.var(dim=-1, correction=0, keepdim=True)  # (..., 1), biased: the sum of squares / d_model
+        return self.weight * (x - mean) / torch.sqrt(var + self.eps) + self.bias
+
+    def extra_repr(self) -> str:
+        return f"d_model={self.d_model}, eps={self.eps}"
 
 
 class PositionwiseFeedForward(nn.Module):
@@ -71,8 +108,8 @@ class EncoderLayer(nn.Module):
         super().__init__()
         self.self_attn = MultiHeadAttention(d_model, num_heads, dropout)
         self.ff = PositionwiseFeedForward(d_model, d_ff, dropout)
-        self.norm1 = nn.LayerNorm(d_model)
-        self.norm2 = nn.LayerNorm(d_model)
+        self.norm1 = LayerNorm(d_model)
+        self.norm2 = LayerNorm(d_model)
         self.dropout1 = nn.Dropout(dropout)
         self.dropout2 = nn.Dropout(dropout)
         self.norm_first = bool(norm_first)
@@ -103,9 +140,9 @@ class DecoderLayer(nn.Module):
         self.self_attn = MultiHeadAttention(d_model, num_heads, dropout)
         self.cross_attn = MultiHeadAttention(d_model, num_heads, dropout)
         self.ff = PositionwiseFeedForward(d_model, d_ff, dropout)
-        self.norm1 = nn.LayerNorm(d_model)
-        self.norm2 = nn.LayerNorm(d_model)
-        self.norm3 = nn.LayerNorm(d_model)
+        self.norm1 = LayerNorm(d_model)
+        self.norm2 = LayerNorm(d_model)
+        self.norm3 = LayerNorm(d_model)
         self.dropout1 = nn.Dropout(dropout)
         self.dropout2 = nn.Dropout(dropout)
         self.dropout3 = nn.Dropout(dropout)
@@ -137,7 +174,7 @@ class Encoder(nn.Module):
         num_layers = positive_int(num_layers, "num_layers")
         self.layers = nn.ModuleList(EncoderLayer(d_model, num_heads, d_ff, dropout, norm_first)
                                     for _ in range(num_layers))
-        self.norm = nn.LayerNorm(d_model) if norm_first else nn.Identity()
+        self.norm = LayerNorm(d_model) if norm_first else nn.Identity()
 
     def forward(self, x: torch.Tensor, src_mask: torch.Tensor | None = None) -> torch.Tensor:
         for layer in self.layers:
@@ -157,7 +194,7 @@ class Decoder(nn.Module):
         num_layers = positive_int(num_layers, "num_layers")
         self.layers = nn.ModuleList(DecoderLayer(d_model, num_heads, d_ff, dropout, norm_first)
                                     for _ in range(num_layers))
-        self.norm = nn.LayerNorm(d_model) if norm_first else nn.Identity()
+        self.norm = LayerNorm(d_model) if norm_first else nn.Identity()
 
     def forward(self, x: torch.Tensor, memory: torch.Tensor, tgt_mask: torch.Tensor | None = None,
                 memory_mask: torch.Tensor | None = None) -> torch.Tensor:
@@ -178,8 +215,10 @@ class Transformer(nn.Module):
     make_src_mask(src) -> bool (batch, 1, 1, L_src); make_tgt_mask(tgt) -> bool (batch, 1, L_tgt, L_tgt)
 
     Embeddings are multiplied by sqrt(d_model) before the positional encoding is added (section
-    3.4). share_embeddings=True (one vocabulary for both sides) ties the source embedding, the
-    target embedding and the pre-softmax projection to one matrix, as in the paper.
+    3.4); they are initialised from N(0, 1/d_model), so the scaled entries start with standard
+    deviation 1, the scale of the encoding's sines and cosines. share_embeddings=True (one
+    vocabulary for both sides) ties the source embedding, the target embedding and the pre-softmax
+    projection to one matrix, as in the paper.
     """
 
     def __init__(self, src_vocab_size: int, tgt_vocab_size: int, d_model: int = 512, num_heads: int = 8,
@@ -217,10 +256,15 @@ class Transformer(nn.Module):
             self.generator.weight = self.src_embed.weight  # one matrix, three uses
 
     def _reset_parameters(self) -> None:
-        """Xavier-uniform for every matrix (as nn.Transformer and the Annotated Transformer do)."""
+        """Xavier-uniform for every matrix (as nn.Transformer and the Annotated Transformer do), then the
+        embeddings drawn from N(0, 1/d_model): after the sqrt(d_model) scaling their entries have
+        standard deviation 1, the scale of the positional encoding's sines and cosines."""
         for p in self.parameters():
             if p.dim() > 1:
                 nn.init.xavier_uniform_(p)
+        nn.init.normal_(self.src_embed.weight, std=self.d_model ** -0.5)
+        if not self.share_embeddings:
+            nn.init.normal_(self.tgt_embed.weight, std=self.d_model ** -0.5)
 
     # ------------------------------------------------------------------ masks
     def _ids(self, ids: torch.Tensor, name: str) -> torch.Tensor:
@@ -278,6 +322,24 @@ class Transformer(nn.Module):
 
 
 # ---------------------------------------------------------------------- counting parameters
+# Table 3 of the paper ("Variations on the Transformer architecture"): the base model, the rows (C)
+# that change N, d_model or d_ff alone (h stays 8, so d_k = d_v = d_model / 8), and "big". Each row:
+# (label, the Transformer keyword arguments that differ, the paper's column "params x 10^6"). The
+# paper's models share one byte-pair vocabulary of "about 37000 tokens" between English and German.
+PAPER_VOCAB_SIZE = 37_000
+PAPER_TABLE3 = (
+    ("base", dict(num_layers=6, d_model=512, num_heads=8, d_ff=2048), 65),
+    ("(C) N=2", dict(num_layers=2, d_model=512, num_heads=8, d_ff=2048), 36),
+    ("(C) N=4", dict(num_layers=4, d_model=512, num_heads=8, d_ff=2048), 50),
+    ("(C) N=8", dict(num_layers=8, d_model=512, num_heads=8, d_ff=2048), 80),
+    ("(C) d_model=256", dict(num_layers=6, d_model=256, num_heads=8, d_ff=2048), 28),
+    ("(C) d_model=1024", dict(num_layers=6, d_model=1024, num_heads=8, d_ff=2048), 168),
+    ("(C) d_ff=1024", dict(num_layers=6, d_model=512, num_heads=8, d_ff=1024), 53),
+    ("(C) d_ff=4096", dict(num_layers=6, d_model=512, num_heads=8, d_ff=4096), 90),
+    ("big", dict(num_layers=6, d_model=1024, num_heads=16, d_ff=4096), 213),
+)
+
+
 def count_parameters(module: nn.Module) -> int:
     """Number of trainable numbers; a tied matrix counts once."""
     return sum(p.numel() for p in module.parameters() if p.requires_grad)
@@ -356,6 +418,65 @@ def _copy_common(ours: nn.Module, theirs: nn.Module, norms: tuple[str, ...]) -> 
             getattr(theirs, name).bias.copy_(getattr(ours, name).bias)
 
 
+def to_nn_transformer(model: Transformer, keep_torch_final_norms: bool = False) -> nn.Transformer:
+    """An nn.Transformer (batch_first, ReLU, the same norm placement) holding copies of our two stacks.
+
+    nn.Transformer is the encoder and decoder stacks only: the embeddings, the positional encoding
+    and the final projection (generator) stay outside it (see nn_transformer_logits). It always ends
+    each stack with a LayerNorm (encoder.norm, decoder.norm), in post-norm too, where the paper and
+    our model have none (each post-norm layer already ends in its own norm). Here those two get
+    copies of our final norms for a pre-norm model, and become nn.Identity for a post-norm model,
+    unless keep_torch_final_norms=True leaves PyTorch's own (fresh: weight 1, bias 0).
+    """
+    if not isinstance(model, Transformer):
+        raise ValueError(f"model must be a helpers.Transformer, got {type(model).__name__}")
+    if not isinstance(keep_torch_final_norms, bool):
+        raise ValueError(f"keep_torch_final_norms must be True or False, got {keep_torch_final_norms!r}")
+    weight = model.generator.weight
+    with warnings.catch_warnings():  # nn.TransformerEncoder warns that pre-norm disables its nested-tensor path
+        warnings.simplefilter("ignore")
+        theirs = nn.Transformer(model.d_model, model.num_heads, model.num_layers, model.num_layers, model.d_ff,
+                                dropout=model.dropout_p, batch_first=True, norm_first=model.norm_first)
+    theirs = theirs.to(device=weight.device, dtype=weight.dtype)  # before copying
+    for i, layer in enumerate(model.encoder.layers):
+        theirs.encoder.layers[i] = to_torch_encoder_layer(layer)
+    for i, layer in enumerate(model.decoder.layers):
+        theirs.decoder.layers[i] = to_torch_decoder_layer(layer)
+    for ours, stack in ((model.encoder, theirs.encoder), (model.decoder, theirs.decoder)):
+        if model.norm_first:
+            with torch.no_grad():
+                stack.norm.weight.copy_(ours.norm.weight)
+                stack.norm.bias.copy_(ours.norm.bias)
+        elif not keep_torch_final_norms:
+            stack.norm = nn.Identity()
+    return theirs.train(model.training)
+
+
+def nn_transformer_logits(model: Transformer, theirs: nn.Transformer, src: torch.Tensor,
+                          tgt: torch.Tensor) -> torch.Tensor:
+    """model's embeddings, positional encoding and generator around theirs (from to_nn_transformer).
+
+    src (batch, L_src), tgt (batch, L_tgt) token ids -> logits (batch, L_tgt, tgt_vocab_size), to
+    compare with model(src, tgt). PyTorch's masks mean the opposite of ours (True = blocked): the
+    causal mask is passed as tgt_mask, the padding as the three *_key_padding_mask arguments.
+    """
+    if not isinstance(model, Transformer):
+        raise ValueError(f"model must be a helpers.Transformer, got {type(model).__name__}")
+    if not isinstance(theirs, nn.Transformer):
+        raise ValueError(f"theirs must be an nn.Transformer (see to_nn_transformer), got {type(theirs).__name__}")
+    src_pad = ~model.make_src_mask(src)[:, 0, 0, :]  # (batch, L_src), True = padding
+    tgt_pad = ~padding_mask(model._ids(tgt, "tgt"), model.pad_id)[:, 0, 0, :]  # (batch, L_tgt)
+    future = ~causal_mask_torch(tgt.shape[1], device=tgt.device)  # (L_tgt, L_tgt), True = a later position
+    scale = math.sqrt(model.d_model)
+    x = model.positional(model.src_embed(src) * scale)
+    y = model.positional(model.tgt_embed(tgt) * scale)
+    with warnings.catch_warnings():  # the nested-tensor fast path of eval mode may announce itself
+        warnings.simplefilter("ignore")
+        out = theirs(x, y, tgt_mask=future, src_key_padding_mask=src_pad, tgt_key_padding_mask=tgt_pad,
+                     memory_key_padding_mask=src_pad)
+    return model.generator(out)
+
+
 def attention_maps(model: Transformer, src: torch.Tensor, tgt: torch.Tensor) -> dict[str, list[torch.Tensor]]:
     """Run the model once (eval mode, no gradient) and collect every layer's attention weights.
 
@@ -374,6 +495,7 @@ def attention_maps(model: Transformer, src: torch.Tensor, tgt: torch.Tensor) -> 
     }
 
 
-__all__ = ["PositionwiseFeedForward", "EncoderLayer", "DecoderLayer", "Encoder", "Decoder", "Transformer",
-           "count_parameters", "parameter_breakdown", "to_torch_encoder_layer", "to_torch_decoder_layer",
+__all__ = ["LayerNorm", "PositionwiseFeedForward", "EncoderLayer", "DecoderLayer", "Encoder", "Decoder",
+           "Transformer", "PAPER_TABLE3", "PAPER_VOCAB_SIZE", "count_parameters", "parameter_breakdown",
+           "to_torch_encoder_layer", "to_torch_decoder_layer", "to_nn_transformer", "nn_transformer_logits",
            "attention_maps"]

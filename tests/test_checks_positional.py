@@ -205,7 +205,173 @@ def test_rotation_check_names_the_mistake(fn, code, capsys):
     assert not verdict and verdict.mistake == code
 
 
+# ------------------------------------------------------------------------------------ apply_rope
+def student_rope(x, positions):
+    """A right answer, written the way a student would."""
+    d = x.shape[-1]
+    w = 1.0 / 10000 ** (np.arange(0, d, 2) / d)
+    angles = np.asarray(positions)[:, None] * w[None, :]
+    x_even, x_odd = x[..., 0::2], x[..., 1::2]
+    out = np.zeros(x.shape)
+    out[..., 0::2] = x_even * np.cos(angles) - x_odd * np.sin(angles)
+    out[..., 1::2] = x_even * np.sin(angles) + x_odd * np.cos(angles)
+    return out
+
+
+def rope_with_rotation_matrices(x, positions):
+    """Another right answer: each row times the transposed matrix of exercise 2."""
+    out = np.zeros(x.shape)
+    for row, pos in enumerate(positions):
+        out[..., row, :] = x[..., row, :] @ helpers.rotation_matrix(int(pos), x.shape[-1]).T
+    return out
+
+
+@pytest.mark.parametrize(
+    "fn",
+    [student_rope, helpers.apply_rope, rope_with_rotation_matrices,
+     lambda x, p: student_rope(x, p).astype(np.float32),
+     lambda x, p: torch.tensor(student_rope(x, p))],
+)
+def test_rope_check_accepts_right_answers(fn, capsys):
+    verdict, line = run(helpers.check_apply_rope, fn, capsys)
+    assert verdict and verdict.status == "pass" and verdict.mistake is None and line.startswith("✅")
+
+
+def rope_parts(x, positions, d=None):
+    d = x.shape[-1] if d is None else d
+    return np.asarray(positions)[:, None], np.arange(0, d, 2), x[..., 0::2], x[..., 1::2]
+
+
+def rope_wrong_way(x, positions):
+    """Exercise 2's matrix used as it is: x @ R_pos."""
+    out = np.zeros(x.shape)
+    for row, pos in enumerate(positions):
+        out[..., row, :] = x[..., row, :] @ helpers.rotation_matrix(int(pos), x.shape[-1])
+    return out
+
+
+def rope_halves(x, positions):
+    """The rotate_half pairing of GPT-NeoX: dimension j with j + d/2."""
+    d = x.shape[-1]
+    angles = np.asarray(positions)[:, None] / 10000 ** (np.arange(0, d, 2) / d)
+    cos, sin = np.concatenate([np.cos(angles)] * 2, -1), np.concatenate([np.sin(angles)] * 2, -1)
+    rotate_half = np.concatenate([-x[..., d // 2:], x[..., : d // 2]], -1)
+    return x * cos + rotate_half * sin
+
+
+def rope_row_index(x, positions):
+    return student_rope(x, np.arange(x.shape[-2]))
+
+
+def rope_i_for_2i(x, positions):
+    d = x.shape[-1]
+    pos, two_i, x_even, x_odd = rope_parts(x, positions)
+    angles = pos / 10000 ** ((two_i / 2) / d)
+    out = np.zeros(x.shape)
+    out[..., 0::2] = x_even * np.cos(angles) - x_odd * np.sin(angles)
+    out[..., 1::2] = x_even * np.sin(angles) + x_odd * np.cos(angles)
+    return out
+
+
+def rope_column_frequencies(x, positions):
+    """One angle per column, pos / 10000^(j/d), and the pairs rotated with the two angles of their columns."""
+    d = x.shape[-1]
+    angles = np.asarray(positions)[:, None] / 10000 ** (np.arange(d) / d)  # (L, d)
+    out = np.zeros(x.shape)
+    out[..., 0::2] = x[..., 0::2] * np.cos(angles[:, 0::2]) - x[..., 1::2] * np.sin(angles[:, 0::2])
+    out[..., 1::2] = x[..., 0::2] * np.sin(angles[:, 1::2]) + x[..., 1::2] * np.cos(angles[:, 1::2])
+    return out
+
+
+def rope_added(x, positions):
+    return x + helpers.positional_encoding(int(max(positions)) + 1, x.shape[-1])[positions]
+
+
+def rope_two_axes_only(x, positions):
+    """Right for (L, d), but slices axis 1 instead of the last axis."""
+    d = x.shape[-1]
+    angles = np.asarray(positions)[:, None] / 10000 ** (np.arange(0, d, 2) / d)
+    out = np.zeros(x.shape)
+    out[:, 0::2] = x[:, 0::2] * np.cos(angles) - x[:, 1::2] * np.sin(angles)
+    out[:, 1::2] = x[:, 0::2] * np.sin(angles) + x[:, 1::2] * np.cos(angles)
+    return out
+
+
+def rope_in_place(x, positions):
+    """Writes into x through views: the odd columns are then computed from the new even ones."""
+    pos, two_i, x_even, x_odd = rope_parts(x, positions)
+    angles = pos / 10000 ** (two_i / x.shape[-1])
+    x[..., 0::2] = x_even * np.cos(angles) - x_odd * np.sin(angles)
+    x[..., 1::2] = x_even * np.sin(angles) + x_odd * np.cos(angles)
+    return x
+
+
+def rope_right_but_in_place(x, positions):
+    x[...] = student_rope(x, positions)
+    return x
+
+
+ROPE_WRONG = [
+    (rope_wrong_way, "rotated_wrong_way"),
+    (lambda x, p: student_rope(x, -np.asarray(p)), "rotated_wrong_way"),
+    (rope_halves, "halves_layout"),
+    (rope_row_index, "no_positions"),
+    (lambda x, p: x, "unchanged"),
+    (rope_added, "added_encoding"),
+    (rope_i_for_2i, "i_for_2i"),
+    (rope_column_frequencies, "column_frequencies"),
+    (rope_two_axes_only, "leading_axes"),
+    (lambda x, p: student_rope(x, p) if x.ndim == 2 else student_rope(x, p)[0], "leading_axes"),
+    (rope_in_place, "modified_input"),
+    (rope_right_but_in_place, "modified_input"),
+    (lambda x, p: student_rope(x, p) + 1e-3, None),  # not a known mistake: the first difference is named
+    (lambda x, p: student_rope(x, p)[..., :-2], "wrong_shape"),
+    (lambda x, p: None, "returned_none"),
+]
+
+
+@pytest.mark.parametrize("fn, code", ROPE_WRONG)
+def test_rope_check_names_the_mistake(fn, code, capsys):
+    verdict, line = run(helpers.check_apply_rope, fn, capsys)
+    assert not verdict and verdict.status == "fail" and line.startswith("❌")
+    assert verdict.mistake == code, line
+
+
+def test_rope_wrong_answers_are_distinct():
+    from helpers.checks.positional import wrong_ropes
+
+    x = np.random.default_rng(0).normal(size=(5, 8))
+    answers = list(wrong_ropes(x, np.array([3, 7, 0, 12, 5])).values())
+    for a in range(len(answers)):
+        for b in range(a + 1, len(answers)):
+            assert not np.allclose(answers[a], answers[b])
+
+
+def test_rope_check_of_the_stub_is_todo(capsys):
+    def stub(x, positions):
+        d = x.shape[-1]  # noqa: F841 - the line the stub keeps
+        # Your Code Here
+        raise NotImplementedError()
+
+    verdict, line = run(helpers.check_apply_rope, stub, capsys)
+    assert verdict.status == "todo" and line.startswith("📝")
+
+
 @pytest.mark.parametrize("name, cases", [("create_position_matrix", POSITION_WRONG),
-                                         ("rotation_matrix", ROTATION_WRONG)])
+                                         ("rotation_matrix", ROTATION_WRONG),
+                                         ("apply_rope", ROPE_WRONG)])
 def test_every_declared_mistake_is_tested(name, cases):
     assert set(EXERCISES[name].mistakes) <= {code for _, code in cases}
+
+
+def test_hints_do_not_write_out_the_solution_code():
+    """A fail message names the mistake and the rule; it never shows the answer's code."""
+    for name in ("create_position_matrix", "rotation_matrix", "apply_rope"):
+        for code, hint in EXERCISES[name].mistakes.items():
+            for fragment in ("np.", "range(", "[:, ", "[..., ", "10000 **", "= np.zeros"):
+                assert fragment not in hint, f"{name}.{code} shows code: {fragment!r}"
+
+
+def test_notebook_01_exercises_in_order():
+    assert [e.name for e in EXERCISES.values() if e.notebook == "01_positional_encoding"] == [
+        "create_position_matrix", "rotation_matrix", "apply_rope"]

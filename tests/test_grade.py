@@ -31,7 +31,7 @@ def by_stem(reports):
 @pytest.fixture(scope="module")
 def pristine():
     """One grader run over notebooks/: (exit status, {stem: report})."""
-    status, out, _ = run_grader(ROOT / "notebooks", "--json")
+    status, out, _ = run_grader(ROOT / "notebooks", "--json", "--jobs", "2")
     reports = json.loads(out)
     assert isinstance(reports, list) and len(reports) == len(STEMS), "a folder gives a list, one report a notebook"
     return status, by_stem(reports)
@@ -40,7 +40,7 @@ def pristine():
 @pytest.fixture(scope="module")
 def solved():
     """One grader run over solutions/: (exit status, {stem: report})."""
-    status, out, _ = run_grader(ROOT / "solutions", "--json")
+    status, out, _ = run_grader(ROOT / "solutions", "--json", "--jobs", "2")
     return status, by_stem(json.loads(out))
 
 
@@ -77,10 +77,10 @@ def test_runaway_cell_is_interrupted_and_the_rest_still_graded(tmp_path):
     path = with_answer(tmp_path, "01_positional_encoding", "create_position_matrix", looping)
     notebook = nbformat.read(path, as_version=4)
     code = [c for c in notebook.cells if c.cell_type == "code"]
-    needed = ("def create_position_matrix(", "check_create_position_matrix(", "def rotation_matrix(",
-              "check_rotation_matrix(")
+    exercises = exercises_in("01_positional_encoding")
+    needed = tuple(f"def {e.defines}(" for e in exercises) + tuple(f"{e.check_name}(" for e in exercises)
     keep = [code[0]] + [c for c in code if c.source.startswith(needed)]
-    assert len(keep) == 5, "the imports, and the exercise and check cells of both exercises"
+    assert len(keep) == 1 + 2 * len(exercises), "the imports, and the exercise and check cells of every exercise"
     (check,) = [c for c in keep if c.source.startswith("check_create_position_matrix(")]
     check.source = "create_position_matrix(1, 2)\n" + check.source  # the call never returns
     notebook.cells = keep  # only what the test needs: the imports are the only slow cell
@@ -88,10 +88,11 @@ def test_runaway_cell_is_interrupted_and_the_rest_still_graded(tmp_path):
     status, out, _ = run_grader(path, "--json", "--timeout", "8")
     report = json.loads(out)  # one notebook file: one object
     assert status == 1
-    first, second = report["exercises"]
+    first, *others = report["exercises"]
     assert (first["name"], first["status"], first["mistake"]) == ("create_position_matrix", "fail", "check_not_run")
     assert "did not run" in first["message"]
-    assert (second["name"], second["status"]) == ("rotation_matrix", "todo"), "the cells after the interrupt ran"
+    assert [(e["name"], e["status"]) for e in others] == [(e.name, "todo") for e in exercises[1:]], (
+        "the cells after the interrupt ran")
 
 
 def test_unreadable_notebook_exits_2(tmp_path):
@@ -128,3 +129,12 @@ def test_solution_regions_only_inside_functions():
                 if SOLUTION_MARKER.match(line) and "BEGIN" in line:
                     assert line.startswith(" "), \
                         f"{path.name}: a solution region at top level breaks the student notebook"
+
+
+def test_jobs_must_be_a_positive_integer(tmp_path):
+    from course_tools.grade import grade_all
+    for jobs in (0, -1, 1.5, True):
+        with pytest.raises(ValueError, match="jobs"):
+            grade_all([tmp_path], jobs=jobs)
+    with pytest.raises(SystemExit):
+        run_grader(tmp_path, "--jobs", "0")

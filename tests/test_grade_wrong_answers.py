@@ -29,9 +29,9 @@ def create_position_matrix(even_column, odd_column):
 """
 
 
-def broken(name, right_line, wrong_line):
-    """The solution of notebook 05's `name` with some of its lines replaced by a mistake."""
-    source = solution_source("05_transformer", name)
+def broken(name, right_line, wrong_line, notebook="05_transformer"):
+    """The solution of a notebook's `name` (notebook 05's by default) with some of its lines replaced by a mistake."""
+    source = solution_source(notebook, name)
     assert right_line in source, f"{right_line!r} is no longer in the solution of {name}"
     return source.replace(right_line, wrong_line, 1)
 
@@ -49,6 +49,13 @@ WRONG = {
         R[2 * i, 2 * i], R[2 * i, 2 * i + 1] = np.cos(b), np.sin(b)
         R[2 * i + 1, 2 * i], R[2 * i + 1, 2 * i + 1] = -np.sin(b), np.cos(b)
     return R
+"""),
+        "apply_rope": ("apply_rope", "halves_layout", """def apply_rope(x, positions):
+    d = x.shape[-1]
+    angles = np.asarray(positions)[:, None] / 10000 ** (np.arange(0, d, 2) / d)
+    cos, sin = np.concatenate([np.cos(angles)] * 2, -1), np.concatenate([np.sin(angles)] * 2, -1)
+    rotate_half = np.concatenate([-x[..., d // 2:], x[..., :d // 2]], -1)
+    return x * cos + rotate_half * sin
 """),
     },
     "02_attention": {
@@ -87,18 +94,27 @@ WRONG = {
     },
 }
 TRANSFORMER = [  # cell, exercise, code, right line, wrong line
+    ("LayerNorm", "layer_norm", "unbiased_variance",
+     "var = ((x - mean) ** 2).mean(dim=-1, keepdim=True)",
+     "var = x.var(dim=-1, keepdim=True)"),
+    ("PositionwiseFeedForward", "feed_forward", "no_relu",
+     "return self.linear2(self.dropout(torch.relu(self.linear1(x))))",
+     "return self.linear2(self.dropout(self.linear1(x)))"),
     ("EncoderLayer", "encoder_layer", "no_residual_attention",
      "x = self.norm1(x + self.dropout1(self.self_attn(x, x, x, src_mask)))",
      "x = self.norm1(self.dropout1(self.self_attn(x, x, x, src_mask)))"),
     ("DecoderLayer", "decoder_layer", "kv_from_decoder",
      "x = self.norm2(x + self.dropout2(self.cross_attn(x, memory, memory, memory_mask)))",
      "x = self.norm2(x + self.dropout2(self.cross_attn(x, x, x, memory_mask)))"),
-    ("greedy_decode", "greedy_decode", "first_position",
-     "next_token = logits[:, -1].argmax(dim=-1, keepdim=True)",
-     "next_token = logits[:, 0].argmax(dim=-1, keepdim=True)"),
+    ("Transformer", "transformer", "no_sqrt_d_model",
+     "x = self.positional(self.src_embed(src) * math.sqrt(self.d_model))",
+     "x = self.positional(self.src_embed(src))"),
 ]
 WRONG["05_transformer"] = {cell: (exercise, code, broken(cell, right, wrong))
                            for cell, exercise, code, right, wrong in TRANSFORMER}
+WRONG["06_training"] = {"greedy_decode": ("greedy_decode", "first_position", broken(
+    "greedy_decode", "next_token = logits[:, -1].argmax(dim=-1, keepdim=True)",
+    "next_token = logits[:, 0].argmax(dim=-1, keepdim=True)", notebook="06_training"))}
 
 STUDENTS = {stem: f"student{number}" for number, stem in enumerate(STEMS, start=1)}
 UNREADABLE = "late/carol_04_masking.ipynb"  # a corrupt submission: reported, and the others still graded
@@ -123,7 +139,7 @@ def graded(tmp_path_factory):
     checkpoints.mkdir()
     (checkpoints / f"{STEMS[0]}-checkpoint.ipynb").write_text("{not json")
     table = folder.parent / "grades.csv"
-    status, out, err = run_grader(folder, "--csv", table)
+    status, out, err = run_grader(folder, "--csv", table, "--jobs", "2")
     with open(table, newline="", encoding="utf-8") as rows:
         return status, out, err, list(csv.DictReader(rows))
 
@@ -159,7 +175,8 @@ def test_csv_has_one_row_per_notebook_and_exercise(graded):
 
 def test_reports_then_mistake_counts_on_stdout(graded):
     out = graded[1]
-    assert out.index("Grading ") < out.index("Mistakes over 6 notebooks (13 failed exercises):")
+    failed = sum(len(answers) for answers in WRONG.values())
+    assert out.index("Grading ") < out.index(f"Mistakes over {len(STEMS) + 1} notebooks ({failed} failed exercises):")
     assert "[sin_cos_swapped]" in out, "the human report names the mistake code"
     table = out[out.index("Mistakes over"):].splitlines()[2:]
     counted = sorted(tuple(line.split()) for line in table)

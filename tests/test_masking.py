@@ -4,6 +4,8 @@ cannot change what a query sees."""
 import numpy as np
 import pytest
 import torch
+import torch.nn.functional as F
+from torch import nn
 
 from helpers.attention import scaled_dot_product_attention
 from helpers.masking import (causal_mask, causal_mask_torch, decoder_mask, padding_mask, to_additive_mask,
@@ -152,3 +154,14 @@ def test_decoder_mask_with_leading_pad_gives_zero_rows_not_nan():
     w = {k: rng.normal(size=(8, 8)) for k in ("w_q", "w_k", "w_v", "w_o")}
     out, weights = multi_head_attention(x, x, **w, num_heads=2, mask=decoder_mask(tokens, 0))
     assert not np.isnan(out).any() and np.all(weights[0, :, 0] == 0.0)
+
+
+def test_pytorch_documents_its_opposite_mask_conventions():
+    """Notebook 04, section 6: the docstrings of nn.Transformer.forward and F.scaled_dot_product_attention each
+    carry a note that the two boolean conventions are opposite."""
+    transformer_note = " ".join(nn.Transformer.forward.__doc__.split())
+    assert "positions with a ``True`` value are not allowed to participate in the attention" in transformer_note
+    assert ("opposite of the definition for :attr:`attn_mask` in "
+            ":func:`torch.nn.functional.scaled_dot_product_attention`") in transformer_note
+    sdpa_note = " ".join(F.scaled_dot_product_attention.__doc__.split())
+    assert "The boolean mask semantics for ``attn_mask`` are the inverse of" in sdpa_note

@@ -108,3 +108,183 @@ def test_positional_encoding_module_errors():
         PositionalEncoding(8, dropout=1.5)
     with pytest.raises(ValueError, match="d_model"):
         PositionalEncoding(7)
+
+
+# ------------------------------------------------------------------------------------ rotary embeddings
+def rope_loop(x, positions):
+    """RoFormer's rotation written as plain loops: pair (2i, 2i+1) of row r turns by positions[r] * w_i."""
+    x = np.asarray(x, dtype=np.float64)
+    out = np.zeros_like(x)
+    d = x.shape[-1]
+    for index in np.ndindex(*x.shape[:-1]):
+        pos = positions[index[-1]]
+        for i in range(d // 2):
+            a = pos / 10000 ** (2 * i / d)
+            x0, x1 = x[index + (2 * i,)], x[index + (2 * i + 1,)]
+            out[index + (2 * i,)] = x0 * math.cos(a) - x1 * math.sin(a)
+            out[index + (2 * i + 1,)] = x0 * math.sin(a) + x1 * math.cos(a)
+    return out
+
+
+@pytest.mark.parametrize("shape,positions", [((5, 8), [3, 7, 0, 12, 5]), ((2, 3, 4, 6), [0, 1, 2, 100]),
+                                             ((1, 2), [9])])
+def test_apply_rope_equals_the_plain_loop(shape, positions):
+    x = np.random.default_rng(0).normal(size=shape)
+    np.testing.assert_allclose(helpers.apply_rope(x, np.array(positions)), rope_loop(x, positions), atol=1e-12)
+
+
+def test_apply_rope_is_the_transposed_rotation_matrix_and_keeps_lengths():
+    x = np.random.default_rng(1).normal(size=(6, 16))
+    positions = np.array([0, 1, 5, 9, 40, 300])
+    rotated = helpers.apply_rope(x, positions)
+    for row, pos in enumerate(positions):
+        np.testing.assert_allclose(rotated[row], x[row] @ rotation_matrix(int(pos), 16).T, atol=1e-12)
+    np.testing.assert_allclose(np.linalg.norm(rotated, axis=-1), np.linalg.norm(x, axis=-1), atol=1e-12)
+    assert not np.allclose(rotated[1:], x[1:]), "every row after position 0 moves"
+    np.testing.assert_array_equal(rotated[0], x[0])
+
+
+def test_rope_scores_depend_only_on_the_offset():
+    rng = np.random.default_rng(2)
+    q, k = rng.normal(size=(2, 32))
+    for offset in (-7, 0, 3, 50):
+        scores = [float(helpers.apply_rope(q[None], [p])[0] @ helpers.apply_rope(k[None], [p + offset])[0])
+                  for p in (60, 100, 1000, 10_000)]
+        np.testing.assert_allclose(scores, scores[0], rtol=1e-9, atol=1e-9)
+    after = helpers.apply_rope(q[None], [60])[0] @ helpers.apply_rope(k[None], [63])[0]
+    before = helpers.apply_rope(q[None], [60])[0] @ helpers.apply_rope(k[None], [57])[0]
+    assert not np.isclose(after, before), "unlike PE(p).PE(p+k), the RoPE score tells after from before"
+
+
+def test_added_encoding_scores_depend_on_the_position_but_the_raw_dot_product_does_not():
+    """What notebook 01 says in section 6: the sum is offset-only and symmetric; after W^Q, W^K it is neither."""
+    rng = np.random.default_rng(1)
+    w_q, w_k = rng.normal(size=(2, 64, 16)) / 8
+    pe = positional_encoding(300, 64)
+    raw = [pe[p] @ pe[p + 3] for p in (0, 10, 50, 200)]
+    np.testing.assert_allclose(raw, raw[0])
+    assert np.isclose(pe[100] @ pe[90], pe[100] @ pe[110])
+    projected = [pe[p] @ w_q @ w_k.T @ pe[p + 3] for p in (0, 10, 50, 200)]
+    assert np.ptp(projected) > 1.0
+
+
+def test_halves_layout_is_the_interleaved_one_up_to_a_permutation():
+    """The notebook says the two RoPE layouts give the same scores once the columns of W^Q, W^K are permuted."""
+    rng = np.random.default_rng(3)
+    d, length = 8, 5
+    x, w_q, w_k = rng.normal(size=(length, 16)), rng.normal(size=(16, d)), rng.normal(size=(16, d))
+    positions = np.arange(length)
+    half = d // 2
+    angles = positions[:, None] / 10000 ** (2 * np.arange(half) / d)
+
+    def halves(v):  # dimension j paired with j + d/2 (GPT-NeoX, Hugging Face LLaMA)
+        a, b = v[:, :half], v[:, half:]
+        return np.concatenate([a * np.cos(angles) - b * np.sin(angles), a * np.sin(angles) + b * np.cos(angles)], 1)
+
+    interleaved_to_halves = np.concatenate([np.arange(0, d, 2), np.arange(1, d, 2)])  # column 2i -> i, 2i+1 -> i+d/2
+    scores_halves = halves(x @ w_q[:, interleaved_to_halves]) @ halves(x @ w_k[:, interleaved_to_halves]).T
+    scores_interleaved = helpers.apply_rope(x @ w_q, positions) @ helpers.apply_rope(x @ w_k, positions).T
+    np.testing.assert_allclose(scores_halves, scores_interleaved, atol=1e-10)
+    assert not np.allclose(halves(x @ w_q) @ halves(x @ w_k).T, scores_interleaved), "without the permutation"
+
+
+def test_apply_rope_accepts_tensors_lists_and_leaves_x_unchanged():
+    x = np.random.default_rng(4).normal(size=(3, 4))
+    copy = x.copy()
+    expected = helpers.apply_rope(x, np.array([1, 2, 3]))
+    np.testing.assert_array_equal(x, copy)
+    np.testing.assert_allclose(helpers.apply_rope(torch.from_numpy(x), torch.tensor([1, 2, 3])), expected)
+    np.testing.assert_allclose(helpers.apply_rope(x.tolist(), [1, 2, 3]), expected)
+    assert helpers.apply_rope(x, [1, 2, 3]).dtype == np.float64
+
+
+@pytest.mark.parametrize(
+    "x,positions,match",
+    [(np.zeros(4), [0], r"x must have shape \(\.\.\., L, d\)"),
+     (np.zeros((3, 5)), [0, 1, 2], "even, positive last axis"),
+     (np.zeros((3, 0)), [0, 1, 2], "even, positive last axis"),
+     ("abc", [0], "x must be an array of numbers"),
+     (np.zeros((3, 4)), [0, 1], r"positions must have shape \(L,\) = \(3,\)"),
+     (np.zeros((3, 4)), [[0, 1, 2]], "positions must have shape"),
+     (np.zeros((3, 4)), [0.0, 1.5, 2.0], "positions must be integers"),
+     (np.zeros((3, 4)), [True, False, True], "positions must be integers"),
+     (np.zeros((3, 4)), [0, -1, 2], "positions must be non-negative")],
+)
+def test_apply_rope_rejects_bad_input_naming_the_argument(x, positions, match):
+    with pytest.raises(ValueError, match=match):
+        helpers.apply_rope(x, positions)
+
+
+# ------------------------------------------------------------------------------------ the pictures
+def test_plots_draw_what_they_are_given():
+    import matplotlib
+    matplotlib.use("Agg")
+    import matplotlib.pyplot as plt
+    from helpers.plots import positional as plots
+
+    pe = positional_encoding(300, 16)
+    try:
+        ax = plots.plot_dimensions(pe, [2, 3], title="columns")
+        np.testing.assert_array_equal(ax.lines[1].get_ydata(), pe[:, 3])
+        assert ax.get_title() == "columns" and ax.get_legend().get_texts()[0].get_text() == "dim 2 (sin)"
+
+        bits = np.array([[(p >> b) & 1 for b in range(4)] for p in range(16)])
+        left, right = plots.plot_binary_and_sines(bits, (2, 4, 8, 16))
+        np.testing.assert_array_equal(left.images[0].get_array(), bits)
+        assert [t.get_text() for t in left.get_xticklabels()] == ["bit 0", "bit 1", "bit 2", "bit 3"]
+        assert len(right.lines) == 4 and right.get_legend().get_texts()[3].get_text() == "period 16"
+
+        hist, curves = plots.plot_bounded_and_unique(pe, np.arange(1, 51), starts=(0, 100))
+        assert sum(patch.get_height() for patch in hist.patches) == pe.size
+        np.testing.assert_allclose(curves.lines[1].get_ydata(), np.linalg.norm(pe[101:151] - pe[100], axis=1))
+
+        ax = plots.plot_offset_dot_products(pe, np.arange(20), starts=(0, 7))
+        np.testing.assert_allclose(ax.lines[1].get_ydata(), pe[7:27] @ pe[7])
+
+        ax = plots.plot_extrapolation(pe, [6], trained_length=100)
+        np.testing.assert_array_equal(ax.lines[0].get_ydata(), pe[:, 6])
+        assert len(ax.patches) == 1  # the shaded training range
+
+        axes = plots.plot_encodings([pe[:10], pe], ["a", "b"])
+        assert [a.get_title() for a in axes] == ["a", "b"]
+
+        added, rotary = np.arange(6.0).reshape(2, 3), np.ones((2, 3))
+        left, right = plots.plot_scores_along_sentence(added, rotary, (1, 3), np.arange(3))
+        np.testing.assert_array_equal(left.lines[1].get_ydata(), [3, 4, 5])
+        assert right.get_legend().get_texts()[1].get_text() == "k = 3"
+    finally:
+        plt.close("all")
+
+
+def test_plots_reject_bad_input_naming_the_argument():
+    import matplotlib
+    matplotlib.use("Agg")
+    import matplotlib.pyplot as plt
+    from helpers.plots import positional as plots
+
+    pe = positional_encoding(50, 8)
+    try:
+        with pytest.raises(ValueError, match=r"pe must have shape \(positions, d_model\)"):
+            plots.plot_encoding(np.zeros(3))
+        with pytest.raises(ValueError, match="dims must be"):
+            plots.plot_dimensions(pe, [8])
+        with pytest.raises(ValueError, match="titles must have one title per encoding"):
+            plots.plot_encodings([pe, pe], ["one"])
+        with pytest.raises(ValueError, match="encodings must hold"):
+            plots.plot_encodings([])
+        with pytest.raises(ValueError, match="bits must hold only 0 and 1"):
+            plots.plot_binary_and_sines(np.full((4, 2), 2), (2, 4))
+        with pytest.raises(ValueError, match="periods must be"):
+            plots.plot_binary_and_sines(np.zeros((4, 2)), (2, -4))
+        with pytest.raises(ValueError, match="offsets must be"):
+            plots.plot_bounded_and_unique(pe, [1.5, 2.5])
+        with pytest.raises(ValueError, match="starts plus the largest offset"):
+            plots.plot_offset_dot_products(pe, np.arange(10), starts=(45,))
+        with pytest.raises(ValueError, match="starts must be"):
+            plots.plot_offset_dot_products(pe, np.arange(10), starts=(-1,))
+        with pytest.raises(ValueError, match="trained_length"):
+            plots.plot_extrapolation(pe, [0], trained_length=50)
+        with pytest.raises(ValueError, match=r"rotary must have shape \(len\(offsets\), len\(starts\)\)"):
+            plots.plot_scores_along_sentence(np.zeros((2, 3)), np.zeros((3, 2)), (1, 3), np.arange(3))
+    finally:
+        plt.close("all")

@@ -11,7 +11,7 @@ from helpers.checkpoints import checkpoint_key, checkpoint_path, train_or_load
 from helpers.decoding import exact_match, greedy_decode, predict
 from helpers.loss import LabelSmoothingLoss, loss_floor
 from helpers.schedule import transformer_lr
-from helpers.training import LengthBucketedBatches, TrainConfig, build_model, train_model
+from helpers.training import ShuffledBatches, TrainConfig, build_model, train_model
 from helpers.transformer import Transformer
 
 TINY = TrainConfig(d_model=16, num_heads=2, num_layers=1, d_ff=32, batch_size=32, steps=4, warmup=2)
@@ -78,7 +78,7 @@ def test_tiny_model_overfits_a_few_batches():
     config = TrainConfig(d_model=32, num_heads=2, num_layers=1, d_ff=64, dropout=0.0, batch_size=64, steps=60,
                          warmup=10, lr_factor=2.0)
     model = build_model(config)
-    history = train_model(model, LengthBucketedBatches(data.train, 64), config, device="cpu", progress=False)
+    history = train_model(model, ShuffledBatches(data.train, 64), config, device="cpu", progress=False)
     assert len(history.loss) == 60 and len(history.lr) == 60
     assert history.loss[-1] < 0.6 * history.loss[0]
     assert history.lr[9] == pytest.approx(max(history.lr))  # the peak is at the end of warm-up
@@ -88,7 +88,7 @@ def test_callback_can_stop_training(tiny_data):
     calls = []
     model = build_model(TINY)
     config = TrainConfig(**{**TINY.to_dict(), "steps": 10})
-    history = train_model(model, LengthBucketedBatches(tiny_data.train, 32), config, device="cpu", progress=False,
+    history = train_model(model, ShuffledBatches(tiny_data.train, 32), config, device="cpu", progress=False,
                           callback=lambda step, m: calls.append(step) or step >= 4, callback_every=2)
     assert calls == [2, 4] and len(history.loss) == 4
 
@@ -157,16 +157,16 @@ def _call_in_notebook(source: str, prefix: str) -> str:
 
 
 def test_notebook_trains_the_benchmarked_configuration():
-    """benchmarks/bench_time_to_accuracy.py measures NOTEBOOK_CONFIG: it must be what notebook 05 trains."""
+    """benchmarks/bench_time_to_accuracy.py measures NOTEBOOK_CONFIG: it must be what notebook 06 trains."""
     import json
     from pathlib import Path
 
     import helpers
     from helpers.training import NOTEBOOK_CONFIG, NOTEBOOK_DATA
 
-    path = Path(__file__).resolve().parent.parent / "solutions" / "05_transformer.ipynb"
+    path = Path(__file__).resolve().parent.parent / "solutions" / "06_training.ipynb"
     if not path.exists():
-        pytest.skip("solutions/05_transformer.ipynb is not there")
+        pytest.skip("solutions/06_training.ipynb is not there")
     source = "\n".join("".join(c["source"]) for c in json.loads(path.read_text())["cells"] if c["cell_type"] == "code")
     scope = {"helpers": helpers, "NORM_FIRST": False}
     assert eval(_call_in_notebook(source, "helpers.TrainConfig("), scope) == NOTEBOOK_CONFIG

@@ -1,4 +1,5 @@
-"""The Transformer of notebook 05: equal to PyTorch's layers after copying weights, and behaves as the paper says."""
+"""The Transformer of notebook 05: equal to PyTorch's LayerNorm, layers and whole nn.Transformer after copying
+weights, and behaves as the paper says."""
 
 import math
 
@@ -8,8 +9,9 @@ from torch import nn
 
 import helpers
 from helpers.masking import causal_mask_torch, decoder_mask, padding_mask
-from helpers.transformer import (Decoder, DecoderLayer, Encoder, EncoderLayer, PositionwiseFeedForward, Transformer,
-                                 attention_maps, count_parameters, parameter_breakdown, to_torch_decoder_layer,
+from helpers.transformer import (PAPER_TABLE3, PAPER_VOCAB_SIZE, Decoder, DecoderLayer, Encoder, EncoderLayer,
+                                 LayerNorm, PositionwiseFeedForward, Transformer, attention_maps, count_parameters,
+                                 nn_transformer_logits, parameter_breakdown, to_nn_transformer, to_torch_decoder_layer,
                                  to_torch_encoder_layer)
 
 D_MODEL, HEADS, D_FF = 32, 4, 64
@@ -32,6 +34,39 @@ def _randomise_norms(module, seed=0):
             if "norm" in name:
                 offset = 1.0 if name.endswith("weight") else 0.0
                 p.copy_(torch.randn(p.shape, generator=gen, dtype=p.dtype) * 0.5 + offset)
+
+
+@pytest.mark.parametrize("shape, eps", [((2, 3, 8), 1e-5), ((5, 16), 1e-5), ((2, 2, 3, 512), 1e-6), ((4, 8), 0.1)])
+def test_layer_norm_equals_pytorch(shape, eps):
+    torch.manual_seed(0)
+    theirs = nn.LayerNorm(shape[-1], eps=eps).double()
+    with torch.no_grad():
+        theirs.weight.normal_(1.0, 0.5)
+        theirs.bias.normal_(0.0, 0.5)
+    ours = LayerNorm(shape[-1], eps=eps).double()
+    ours.load_state_dict(theirs.state_dict())  # the same parameter names: weight, bias
+    x = 3.0 * torch.randn(*shape, dtype=torch.float64) + 2.0
+    x[0, ...] = 0.5  # constant rows (variance 0): eps alone keeps the division finite
+    torch.testing.assert_close(ours(x), theirs(x), atol=1e-12, rtol=1e-12)
+    x.requires_grad_(True)
+    grad_ours = torch.autograd.grad(ours(x).pow(2).sum(), x)[0]
+    grad_theirs = torch.autograd.grad(theirs(x).pow(2).sum(), x)[0]
+    torch.testing.assert_close(grad_ours, grad_theirs, atol=1e-10, rtol=1e-10)
+    theirs.load_state_dict(ours.state_dict())
+
+
+def test_layer_norm_starts_as_plain_normalisation():
+    norm = LayerNorm(6)
+    assert torch.equal(norm.weight, torch.ones(6)) and torch.equal(norm.bias, torch.zeros(6)) and norm.eps == 1e-5
+    with torch.no_grad():
+        y = norm(torch.tensor([[1.0, 2.0, 3.0, 4.0, 5.0, 6.0]]))
+    assert abs(float(y.mean())) < 1e-6 and abs(float(y.var(unbiased=False)) - 1) < 1e-4  # biased: var 1, not 5/6
+
+
+def test_layers_use_our_layer_norm():
+    layer = DecoderLayer(8, 2, 16)
+    assert all(type(getattr(layer, n)) is LayerNorm for n in ("norm1", "norm2", "norm3"))
+    assert type(Encoder(1, 8, 2, 16, norm_first=True).norm) is LayerNorm
 
 
 def test_feed_forward_is_the_paper_formula():
@@ -164,9 +199,71 @@ def test_paper_base_model_has_about_63_million_parameters():
 
 def test_pre_norm_model_adds_final_norms_and_counts_them():
     model = _model(norm_first=True)
-    assert isinstance(model.encoder.norm, nn.LayerNorm) and isinstance(model.decoder.norm, nn.LayerNorm)
+    assert isinstance(model.encoder.norm, LayerNorm) and isinstance(model.decoder.norm, LayerNorm)
     assert sum(parameter_breakdown(model).values()) == count_parameters(model)
     assert isinstance(_model().encoder.norm, nn.Identity)
+
+
+def _whole_model_inputs():
+    src = torch.tensor([[4, 5, 6, 7, 0, 0, 0], [8, 9, 10, 11, 12, 4, 5], [3, 3, 4, 0, 0, 0, 0]])
+    tgt = torch.tensor([[1, 3, 4, 5, 6], [1, 7, 8, 0, 0], [1, 9, 10, 3, 0]])
+    return src, tgt
+
+
+@pytest.mark.parametrize("norm_first", [False, True])
+def test_whole_model_equals_nn_transformer(norm_first):
+    """Embeddings, positional encoding and generator around nn.Transformer holding our stacks: the same logits."""
+    model = _model(norm_first=norm_first, num_layers=3).double()
+    _randomise_norms(model, 3)
+    theirs = to_nn_transformer(model).eval()
+    assert isinstance(theirs, nn.Transformer) and len(theirs.encoder.layers) == len(theirs.decoder.layers) == 3
+    assert isinstance(theirs.encoder.norm, nn.LayerNorm if norm_first else nn.Identity)
+    src, tgt = _whole_model_inputs()
+    with torch.no_grad():
+        ours = model(src, tgt)
+        torch.testing.assert_close(nn_transformer_logits(model, theirs, src, tgt), ours, atol=1e-12, rtol=1e-12)
+
+
+def test_nn_transformer_adds_a_final_norm_even_in_post_norm():
+    """Left in place, PyTorch's final LayerNorms change a post-norm model's output: they are not the paper's."""
+    model = _model().double()
+    _randomise_norms(model, 4)
+    kept = to_nn_transformer(model, keep_torch_final_norms=True).eval()
+    assert isinstance(kept.encoder.norm, nn.LayerNorm) and isinstance(kept.decoder.norm, nn.LayerNorm)
+    src, tgt = _whole_model_inputs()
+    with torch.no_grad():
+        assert (nn_transformer_logits(model, kept, src, tgt) - model(src, tgt)).abs().max() > 0.01
+
+
+def test_whole_model_equals_nn_transformer_in_float32():
+    model = _model()
+    src, tgt = _whole_model_inputs()
+    with torch.no_grad():
+        torch.testing.assert_close(nn_transformer_logits(model, to_nn_transformer(model).eval(), src, tgt),
+                                   model(src, tgt), atol=1e-5, rtol=1e-5)
+
+
+def test_embeddings_start_with_std_one_after_scaling():
+    torch.manual_seed(0)
+    model = Transformer(2000, 2000, d_model=64, num_heads=4, num_layers=1, d_ff=32)
+    for table in (model.src_embed, model.tgt_embed):
+        scaled = table.weight.detach() * math.sqrt(64)
+        assert abs(float(scaled.std()) - 1.0) < 0.01 and abs(float(scaled.mean())) < 0.01
+    shared = Transformer(2000, 2000, d_model=64, num_heads=4, num_layers=1, d_ff=32, share_embeddings=True)
+    assert abs(float(shared.generator.weight.detach().std()) - 64 ** -0.5) < 0.001
+
+
+def test_paper_table3_parameter_counts():
+    """Our counts with a 37,000-token shared vocabulary, against the paper's column "params x 10^6"."""
+    counts = {}
+    for label, kwargs, paper in PAPER_TABLE3:
+        with torch.device("meta"):
+            model = Transformer(PAPER_VOCAB_SIZE, PAPER_VOCAB_SIZE, share_embeddings=True, **kwargs)
+        counts[label] = count_parameters(model)
+        assert abs(counts[label] / 1e6 - paper) < 5, label  # within 5 M of every row
+    assert counts["base"] == 63_119_496 and counts["big"] == 214_282_376
+    # one encoder layer and one decoder layer of the base model: 7,356,416 parameters (the paper: 36 -> 50 -> 65 -> 80)
+    assert counts["(C) N=4"] - counts["(C) N=2"] == counts["(C) N=8"] - counts["base"] == 2 * 7_356_416
 
 
 def test_config_rebuilds_the_model():
@@ -223,8 +320,24 @@ def test_bad_inputs_raise_value_error():
         to_torch_encoder_layer(DecoderLayer(8, 2, 16))
 
 
+@pytest.mark.parametrize("make, name", [
+    (lambda: LayerNorm(0), "d_model"), (lambda: LayerNorm(8, eps=0.0), "eps"),
+    (lambda: LayerNorm(8, eps="1e-5"), "eps"),
+    (lambda: LayerNorm(8)(torch.zeros(2, 7)), "x"), (lambda: LayerNorm(8)([1.0] * 8), "x"),
+    (lambda: to_nn_transformer(EncoderLayer(8, 2, 16)), "model"),
+    (lambda: to_nn_transformer(_model(), keep_torch_final_norms="yes"), "keep_torch_final_norms"),
+    (lambda: nn_transformer_logits(_model(), nn.Linear(2, 2), torch.ones(1, 2, dtype=torch.long),
+                                   torch.ones(1, 2, dtype=torch.long)), "theirs"),
+    (lambda: nn_transformer_logits(nn.Linear(2, 2), None, None, None), "model"),
+])
+def test_new_helpers_reject_bad_input_naming_the_argument(make, name):
+    with pytest.raises(ValueError, match=name):
+        make()
+
+
 def test_public_api_is_exported():
     for name in ("Transformer", "EncoderLayer", "DecoderLayer", "Encoder", "Decoder", "PositionwiseFeedForward",
-                 "greedy_decode", "make_date_dataset", "train_or_load", "check_encoder_layer",
-                 "check_decoder_layer", "check_greedy_decode"):
+                 "LayerNorm", "to_nn_transformer", "nn_transformer_logits", "PAPER_TABLE3", "PAPER_VOCAB_SIZE",
+                 "greedy_decode", "make_date_dataset", "train_or_load", "check_layer_norm", "check_feed_forward",
+                 "check_encoder_layer", "check_decoder_layer", "check_transformer", "check_greedy_decode"):
         assert hasattr(helpers, name), name

@@ -1,18 +1,23 @@
-"""The checks of notebook 05 accept the reference, name each known mistake by its code, and never raise."""
+"""The checks of notebooks 05 and 06 accept the reference and right answers written the way a student
+would, name each known mistake by its code, report stubs as todo, and never raise."""
 
 import functools
+import math
 
 import pytest
 import torch
+import torch.nn.functional as F
+from torch import nn
 
-from helpers.checks import EXERCISES, Verdict, check_decoder_layer, check_encoder_layer, check_greedy_decode, \
-    exercises_in
-from helpers.checks.transformer import END, MAX_LEN, _cuts, _decoding_model, _decoding_source, wrong_decodings
+import helpers
+from helpers.checks import (EXERCISES, Verdict, check_decoder_layer, check_encoder_layer, check_feed_forward,
+                            check_greedy_decode, check_layer_norm, check_transformer, exercises_in)
+from helpers.checks.training import END, MAX_LEN, _cuts, _decoding_model, _decoding_source, wrong_decodings
 from helpers.decoding import greedy_decode
-from helpers.transformer import DecoderLayer, EncoderLayer
+from helpers.transformer import DecoderLayer, EncoderLayer, LayerNorm, PositionwiseFeedForward, Transformer
 
-CHECKS = {"encoder_layer": check_encoder_layer, "decoder_layer": check_decoder_layer,
-          "greedy_decode": check_greedy_decode}
+CHECKS = {"layer_norm": check_layer_norm, "feed_forward": check_feed_forward, "encoder_layer": check_encoder_layer,
+          "decoder_layer": check_decoder_layer, "transformer": check_transformer, "greedy_decode": check_greedy_decode}
 
 
 def verdict(check, candidate, capsys=None):
@@ -24,7 +29,131 @@ def verdict(check, candidate, capsys=None):
 
 
 def test_registered_for_the_grader():
-    assert [e.name for e in exercises_in("05_transformer")] == ["encoder_layer", "decoder_layer", "greedy_decode"]
+    assert [e.name for e in exercises_in("05_transformer")] == ["layer_norm", "feed_forward", "encoder_layer",
+                                                                "decoder_layer", "transformer"]
+    assert [e.name for e in exercises_in("06_training")] == ["greedy_decode"]
+
+
+# ---------------------------------------------------------------------- layer norm
+class GivenLayerNorm(nn.Module):
+    """The notebook's LayerNorm: the given __init__; each test adds a forward."""
+
+    def __init__(self, d_model, eps=1e-5):
+        super().__init__()
+        self.weight = nn.Parameter(torch.ones(d_model))
+        self.bias = nn.Parameter(torch.zeros(d_model))
+        self.eps = eps
+
+
+def layer_norm(forward):
+    """A student's LayerNorm whose forward is `forward(self, x)`."""
+    return type("LayerNorm", (GivenLayerNorm,), {"forward": forward})
+
+
+def mean(x, dim=-1):
+    return x.mean(dim=dim, keepdim=True)
+
+
+def var(x, dim=-1, unbiased=False):
+    return x.var(dim=dim, unbiased=unbiased, keepdim=True)
+
+
+def explicit(s, x):  # right, written out
+    centred = x - x.mean(-1, keepdim=True)
+    variance = (centred ** 2).mean(-1, keepdim=True)
+    return s.weight * centred / torch.sqrt(variance + s.eps) + s.bias
+
+
+class GammaBeta(nn.Module):  # ARENA's / the Annotated Transformer's names: nn.LayerNorm's weights do not load
+    def __init__(self, d_model, eps=1e-5):
+        super().__init__()
+        self.gamma, self.beta, self.eps = nn.Parameter(torch.ones(d_model)), nn.Parameter(torch.zeros(d_model)), eps
+
+    def forward(self, x):
+        return self.gamma * (x - mean(x)) / torch.sqrt(var(x) + self.eps) + self.beta
+
+
+LAYER_NORM_RIGHT = [
+    layer_norm(explicit),
+    layer_norm(lambda s, x: s.weight * (x - mean(x)) / torch.sqrt(var(x) + s.eps) + s.bias),
+    layer_norm(lambda s, x: (x - mean(x)) * torch.rsqrt(var(x) + s.eps) * s.weight + s.bias),
+    layer_norm(lambda s, x: F.layer_norm(x, s.weight.shape, s.weight, s.bias, s.eps)),
+    LayerNorm,
+]
+
+LAYER_NORM_WRONG = [
+    ("unbiased_variance", layer_norm(lambda s, x: s.weight * (x - mean(x)) / torch.sqrt(var(x, unbiased=True) + s.eps)
+                                     + s.bias)),
+    ("unbiased_variance", layer_norm(lambda s, x: s.weight * (x - mean(x)) / (x.std(-1, keepdim=True) + s.eps)
+                                     + s.bias)),  # the Annotated Transformer's LayerNorm
+    ("eps_outside_sqrt", layer_norm(lambda s, x: s.weight * (x - mean(x)) / (torch.sqrt(var(x)) + s.eps) + s.bias)),
+    ("no_eps", layer_norm(lambda s, x: s.weight * (x - mean(x)) / torch.sqrt(var(x)) + s.bias)),
+    ("divides_by_variance", layer_norm(lambda s, x: s.weight * (x - mean(x)) / (var(x) + s.eps) + s.bias)),
+    ("wrong_axis", layer_norm(lambda s, x: s.weight * (x - mean(x, 1)) / torch.sqrt(var(x, 1) + s.eps) + s.bias)),
+    ("wrong_axis", layer_norm(lambda s, x: s.weight * (x - mean(x, 0)) / torch.sqrt(var(x, 0) + s.eps) + s.bias)),
+    ("wrong_axis", layer_norm(lambda s, x: s.weight * (x - x.mean()) / torch.sqrt(x.var(unbiased=False) + s.eps)
+                              + s.bias)),
+    ("no_gain_bias", layer_norm(lambda s, x: (x - mean(x)) / torch.sqrt(var(x) + s.eps))),
+    ("no_gain_bias", layer_norm(lambda s, x: s.weight * (x - mean(x)) / torch.sqrt(var(x) + s.eps))),
+    ("no_gain_bias", layer_norm(lambda s, x: (x - mean(x)) / torch.sqrt(var(x) + s.eps) + s.bias)),
+    ("eps_hardcoded", layer_norm(lambda s, x: s.weight * (x - mean(x)) / torch.sqrt(var(x) + 1e-5) + s.bias)),
+    ("not_a_class", None),
+    ("not_a_class", "LayerNorm"),
+    ("not_a_module", type("LayerNorm", (), {"__init__": lambda self, *a, **k: None})),
+    ("weights_do_not_fit", GammaBeta),
+]
+
+
+# ---------------------------------------------------------------------- feed-forward
+class GivenFeedForward(nn.Module):
+    """The notebook's PositionwiseFeedForward: the given __init__; each test adds a forward."""
+
+    def __init__(self, d_model, d_ff, dropout=0.1):
+        super().__init__()
+        self.linear1 = nn.Linear(d_model, d_ff)
+        self.linear2 = nn.Linear(d_ff, d_model)
+        self.dropout = nn.Dropout(dropout)
+
+
+def feed_forward(forward):
+    """A student's PositionwiseFeedForward whose forward is `forward(self, x)`."""
+    return type("PositionwiseFeedForward", (GivenFeedForward,), {"forward": forward})
+
+
+def by_hand(s, x, b1=True, b2=True):  # the formula with the weights of the nn.Linear layers
+    hidden = x @ s.linear1.weight.T + (s.linear1.bias if b1 else 0)
+    return s.dropout(torch.relu(hidden)) @ s.linear2.weight.T + (s.linear2.bias if b2 else 0)
+
+
+class Conv1d(nn.Module):  # "a 1x1 convolution": other sub-modules, the reference's weights do not load
+    def __init__(self, d_model, d_ff, dropout=0.1):
+        super().__init__()
+        self.conv1, self.conv2 = nn.Conv1d(d_model, d_ff, 1), nn.Conv1d(d_ff, d_model, 1)
+
+    def forward(self, x):
+        return self.conv2(torch.relu(self.conv1(x.transpose(1, 2)))).transpose(1, 2)
+
+
+FEED_FORWARD_RIGHT = [
+    feed_forward(lambda s, x: s.linear2(s.dropout(torch.relu(s.linear1(x))))),
+    feed_forward(lambda s, x: s.linear2(s.dropout(F.relu(s.linear1(x))))),
+    feed_forward(lambda s, x: s.linear2(s.dropout(s.linear1(x).clamp(min=0)))),
+    feed_forward(by_hand),
+    PositionwiseFeedForward,
+]
+
+FEED_FORWARD_WRONG = [
+    ("no_relu", feed_forward(lambda s, x: s.linear2(s.dropout(s.linear1(x))))),
+    ("no_bias", feed_forward(lambda s, x: by_hand(s, x, b1=False, b2=False))),
+    ("no_bias", feed_forward(lambda s, x: by_hand(s, x, b1=False))),
+    ("no_bias", feed_forward(lambda s, x: by_hand(s, x, b2=False))),
+    ("relu_on_output", feed_forward(lambda s, x: torch.relu(s.linear2(s.dropout(torch.relu(s.linear1(x))))))),
+    ("wrong_activation", feed_forward(lambda s, x: s.linear2(s.dropout(F.gelu(s.linear1(x)))))),
+    ("no_dropout", feed_forward(lambda s, x: s.linear2(torch.relu(s.linear1(x))))),
+    ("not_a_class", None),
+    ("not_a_module", type("PositionwiseFeedForward", (), {"__init__": lambda self, *a, **k: None})),
+    ("weights_do_not_fit", Conv1d),
+]
 
 
 # ---------------------------------------------------------------------- encoder layer
@@ -50,6 +179,32 @@ def post_encoder(s, x, m):  # right, without dropout
 def pre_encoder(s, x, m):  # right, without dropout
     x = x + attn(s, s.norm1(x), m)
     return x + s.ff(s.norm2(x))
+
+
+class StubLayerNorm(GivenLayerNorm):
+    def forward(self, x):
+        raise NotImplementedError()
+
+
+class StubFeedForward(GivenFeedForward):
+    def forward(self, x):
+        raise NotImplementedError()
+
+
+class EncoderOnStubs(EncoderLayer):
+    """Right forward, but built (as in the student notebook) on a LayerNorm and a feed-forward still unsolved."""
+
+    def __init__(self, d_model, num_heads, d_ff, dropout=0.1, norm_first=False):
+        super().__init__(d_model, num_heads, d_ff, dropout, norm_first)
+        self.norm1, self.norm2 = StubLayerNorm(d_model), StubLayerNorm(d_model)
+        self.ff = StubFeedForward(d_model, d_ff, dropout)
+
+
+class DecoderOnStubs(DecoderLayer):
+    def __init__(self, d_model, num_heads, d_ff, dropout=0.1, norm_first=False):
+        super().__init__(d_model, num_heads, d_ff, dropout, norm_first)
+        self.norm1, self.norm2, self.norm3 = (StubLayerNorm(d_model) for _ in range(3))
+        self.ff = StubFeedForward(d_model, d_ff, dropout)
 
 
 class NotAModule:
@@ -262,7 +417,147 @@ GREEDY_WRONG = [
     ("stops_too_early", decode_with(steps=2)),
 ]
 
-WRONG = {"encoder_layer": ENCODER_WRONG, "decoder_layer": DECODER_WRONG, "greedy_decode": GREEDY_WRONG}
+# ---------------------------------------------------------------------- the whole Transformer
+class StudentTransformer(nn.Module):
+    """The notebook's Transformer: its given __init__ and a right answer, with switches for the usual bugs."""
+
+    bugs = {}
+
+    def __init__(self, src_vocab_size, tgt_vocab_size, d_model=512, num_heads=8, num_layers=6, d_ff=2048,
+                 dropout=0.1, max_len=512, share_embeddings=False, pad_id=0, norm_first=False):
+        super().__init__()
+        self.d_model, self.pad_id = d_model, pad_id
+        self.src_embed = nn.Embedding(src_vocab_size, d_model)
+        self.tgt_embed = self.src_embed if share_embeddings else nn.Embedding(tgt_vocab_size, d_model)
+        self.positional = helpers.PositionalEncoding(d_model, max_len, dropout)
+        self.encoder = nn.ModuleDict({
+            "layers": nn.ModuleList(EncoderOnStubs(d_model, num_heads, d_ff, dropout, norm_first)
+                                    for _ in range(num_layers)),
+            "norm": StubLayerNorm(d_model) if norm_first else nn.Identity()})
+        self.decoder = nn.ModuleDict({
+            "layers": nn.ModuleList(DecoderOnStubs(d_model, num_heads, d_ff, dropout, norm_first)
+                                    for _ in range(num_layers)),
+            "norm": StubLayerNorm(d_model) if norm_first else nn.Identity()})
+        self.generator = nn.Linear(d_model, tgt_vocab_size)
+        if share_embeddings:
+            self.generator.weight = self.src_embed.weight
+
+    def make_src_mask(self, src):
+        if self.bugs.get("float_mask"):
+            return (src != self.pad_id)[:, None, None, :].float()
+        if self.bugs.get("mask_2d"):
+            return src != self.pad_id
+        return (src == self.pad_id if self.bugs.get("inverted") else src != self.pad_id)[:, None, None, :]
+
+    def make_tgt_mask(self, tgt):
+        length = tgt.shape[1]
+        causal = torch.tril(torch.ones(length, length, dtype=torch.bool, device=tgt.device))
+        padding = (tgt != self.pad_id)[:, None, None, :]
+        return {"causal": causal, "padding": padding}.get(self.bugs.get("tgt_mask"), causal & padding)
+
+    def _embed(self, ids, table):
+        if self.bugs.get("no_sqrt"):
+            return self.positional(table(ids))
+        if self.bugs.get("sqrt_after"):
+            return self.positional(table(ids)) * math.sqrt(self.d_model)
+        return self.positional(table(ids) * math.sqrt(self.d_model))
+
+    def encode(self, src, src_mask=None):
+        if src_mask is None:
+            src_mask = self.make_src_mask(src)
+        if self.bugs.get("no_pe_src"):
+            x = self.src_embed(src) * math.sqrt(self.d_model)
+        elif self.bugs.get("manual_pe_src"):  # the encoding added by hand: no dropout
+            x = self.src_embed(src) * math.sqrt(self.d_model) + self.positional.pe[:src.shape[1]]
+        else:
+            x = self._embed(src, self.tgt_embed if self.bugs.get("swap_embeddings") else self.src_embed)
+        out = x
+        for layer in self.encoder.layers:
+            out = layer(x if self.bugs.get("not_chained") else out, None if self.bugs.get("no_enc_mask") else src_mask)
+        return out if self.bugs.get("no_final_norm") else self.encoder.norm(out)
+
+    def decode(self, tgt, memory, src_mask, tgt_mask=None):
+        if tgt_mask is None:
+            tgt_mask = self.make_tgt_mask(tgt)
+        if self.bugs.get("no_pe_tgt"):
+            y = self.tgt_embed(tgt) * math.sqrt(self.d_model)
+        elif self.bugs.get("manual_pe_tgt"):
+            y = self.tgt_embed(tgt) * math.sqrt(self.d_model) + self.positional.pe[:tgt.shape[1]]
+        else:
+            y = self._embed(tgt, self.tgt_embed)
+        for layer in self.decoder.layers:
+            y = layer(y, y if self.bugs.get("memory_is_y") else memory,
+                      None if self.bugs.get("no_dec_mask") else tgt_mask,
+                      None if self.bugs.get("no_cross_mask") else src_mask)
+        y = y if self.bugs.get("no_final_norm") else self.decoder.norm(y)
+        if self.bugs.get("no_generator"):
+            return y
+        logits = self.generator(y)
+        return logits.softmax(-1) if self.bugs.get("softmax") else logits
+
+    def forward(self, src, tgt):
+        src_mask, tgt_mask = self.make_src_mask(src), self.make_tgt_mask(tgt)
+        if self.bugs.get("embedded_memory"):
+            return self.decode(tgt, self.positional(self.src_embed(src) * math.sqrt(self.d_model)), src_mask,
+                               tgt_mask)
+        if self.bugs.get("shifts_tgt"):
+            tgt, tgt_mask = tgt[:, :-1], self.make_tgt_mask(tgt[:, :-1])
+        memory = self.encode(src, src_mask)
+        return self.decode(tgt, memory, None if self.bugs.get("forward_no_cross_mask") else src_mask, tgt_mask)
+
+
+def transformer(**bugs):
+    """A student's Transformer with the given bugs."""
+    return type("Transformer", (StudentTransformer,), {"bugs": bugs})
+
+
+class FlatTransformer(nn.Module):
+    """Layers kept in a plain list attribute: the reference's weights (encoder.layers.0...) do not load."""
+
+    def __init__(self, *args, **kwargs):
+        super().__init__()
+        self.enc_layers = nn.ModuleList([nn.Linear(2, 2)])
+
+    def forward(self, src, tgt):
+        return src
+
+
+TRANSFORMER_RIGHT = [transformer(), Transformer]
+TRANSFORMER_SHAPES = [transformer(mask_2d=True), transformer(shifts_tgt=True)]  # generic wrong_shape, with a hint
+
+TRANSFORMER_WRONG = [
+    ("mask_not_boolean", transformer(float_mask=True)),
+    ("mask_inverted", transformer(inverted=True)),
+    ("tgt_mask_no_padding", transformer(tgt_mask="causal")),
+    ("no_causal_mask", transformer(tgt_mask="padding")),
+    ("no_causal_mask", transformer(no_dec_mask=True)),
+    ("no_sqrt_d_model", transformer(no_sqrt=True)),
+    ("sqrt_after_positional", transformer(sqrt_after=True)),
+    ("no_positional_encoding_src", transformer(no_pe_src=True)),
+    ("no_positional_encoding_tgt", transformer(no_pe_tgt=True)),
+    ("embeddings_swapped", transformer(swap_embeddings=True)),
+    ("src_mask_not_in_encoder", transformer(no_enc_mask=True)),
+    ("src_mask_not_in_cross_attention", transformer(no_cross_mask=True)),
+    ("src_mask_not_in_cross_attention", transformer(forward_no_cross_mask=True)),
+    ("memory_not_used", transformer(memory_is_y=True)),
+    ("memory_not_used", transformer(embedded_memory=True)),
+    ("layers_not_chained", transformer(not_chained=True)),
+    ("no_final_norm", transformer(no_final_norm=True)),
+    ("no_generator", transformer(no_generator=True)),
+    ("returns_probabilities", transformer(softmax=True)),
+    ("no_dropout", transformer(manual_pe_src=True)),
+    ("no_dropout", transformer(manual_pe_tgt=True)),
+    ("not_a_class", None),
+    ("not_a_class", "Transformer"),
+    ("not_a_module", type("Transformer", (), {"__init__": lambda self, *a, **k: None})),
+    ("weights_do_not_fit", FlatTransformer),
+]
+
+
+WRONG = {"layer_norm": LAYER_NORM_WRONG, "feed_forward": FEED_FORWARD_WRONG, "encoder_layer": ENCODER_WRONG,
+         "decoder_layer": DECODER_WRONG, "transformer": TRANSFORMER_WRONG, "greedy_decode": GREEDY_WRONG}
+RIGHT = {"layer_norm": LAYER_NORM_RIGHT, "feed_forward": FEED_FORWARD_RIGHT, "transformer": TRANSFORMER_RIGHT}
+RIGHT_CASES = [(name, i) for name, cases in RIGHT.items() for i in range(len(cases))]
 CASES = [(name, i, code) for name, cases in WRONG.items() for i, (code, _) in enumerate(cases)]
 
 
@@ -278,9 +573,27 @@ def test_encoder_reference_passes(candidate, capsys):
     assert v and v.status == "pass" and v.mistake is None, v
 
 
-def test_decoder_reference_passes(capsys):
-    v = verdict(check_decoder_layer, DecoderLayer, capsys)
+@pytest.mark.parametrize("candidate", [DecoderLayer, DecoderOnStubs])
+def test_decoder_reference_passes(candidate, capsys):
+    v = verdict(check_decoder_layer, candidate, capsys)
     assert v and v.status == "pass", v
+
+
+def test_layers_built_on_unsolved_parts_are_checked_alone(capsys):
+    """The notebook's layers use the notebook's LayerNorm and feed-forward: still stubs, they must not matter."""
+    assert verdict(check_encoder_layer, EncoderOnStubs, capsys)
+
+
+@pytest.mark.parametrize("name, i", RIGHT_CASES, ids=[f"{name}-{i}" for name, i in RIGHT_CASES])
+def test_right_answers_pass(name, i, capsys):
+    v = verdict(CHECKS[name], RIGHT[name][i], capsys)
+    assert v and v.status == "pass" and v.mistake is None, v
+
+
+@pytest.mark.parametrize("candidate", TRANSFORMER_SHAPES, ids=["src_mask_2d", "forward_shifts_tgt"])
+def test_transformer_shape_mistakes_get_a_hint(candidate, capsys):
+    v = verdict(check_transformer, candidate, capsys)
+    assert not v and v.mistake == "wrong_shape" and "{" not in v.message, v
 
 
 @pytest.mark.parametrize("candidate", [greedy_decode, decode_with(stop=None), default_tgt_mask],
@@ -337,14 +650,22 @@ class StubDecoder(DecoderLayer):
         raise NotImplementedError()
 
 
-@pytest.mark.parametrize("check, candidate", [(check_encoder_layer, StubEncoder), (check_decoder_layer, StubDecoder),
-                                              (check_greedy_decode, stub)])
+class StubModel(StudentTransformer):  # the pristine student notebook: every method a stub
+    make_src_mask = make_tgt_mask = encode = decode = forward = stub
+
+
+@pytest.mark.parametrize("check, candidate", [
+    (check_layer_norm, layer_norm(stub)), (check_feed_forward, feed_forward(stub)), (check_encoder_layer, StubEncoder),
+    (check_decoder_layer, StubDecoder), (check_transformer, StubModel), (check_greedy_decode, stub)])
 def test_stubs_are_reported_as_todo(check, candidate, capsys):
     v = verdict(check, candidate, capsys)
     assert not v and v.status == "todo" and str(v).startswith("📝"), v
 
 
 def returning(value):
+    def give(self, x, *args):
+        return value(x) if callable(value) else value
+
     class E(EncoderLayer):
         def forward(self, x, src_mask=None):
             return value(x) if callable(value) else value
@@ -352,14 +673,17 @@ def returning(value):
     class D(DecoderLayer):
         def forward(self, x, memory, tgt_mask=None, memory_mask=None):
             return value(x) if callable(value) else value
-    return E, D
+    model = type("Transformer", (StudentTransformer,), {"make_src_mask": give, "make_tgt_mask": give, "encode": give,
+                                                         "decode": give, "forward": give})
+    return E, D, layer_norm(give), feed_forward(give), model
 
 
 @pytest.mark.parametrize("value", [None, [1, 2], torch.tensor(3.0), lambda x: x * float("nan"), lambda x: x,
                                    lambda x: x[:, :1], lambda x: 1 / 0, lambda x: (x, x)])
 def test_odd_results_never_raise(value, capsys):
-    enc, dec = returning(value)
-    for check, candidate in ((check_encoder_layer, enc), (check_decoder_layer, dec),
+    enc, dec, norm, ff, model = returning(value)
+    for check, candidate in ((check_encoder_layer, enc), (check_decoder_layer, dec), (check_layer_norm, norm),
+                             (check_feed_forward, ff), (check_transformer, model),
                              (check_greedy_decode, lambda *a: value(torch.zeros(6, 3)) if callable(value) else value)):
         v = verdict(check, candidate, capsys)
         assert not v and v.status in ("fail", "todo") and v.mistake != "check_error", v
@@ -370,7 +694,8 @@ def test_checks_do_not_disturb_the_global_random_state():
     torch.manual_seed(123)
     expected = torch.rand(3)
     torch.manual_seed(123)
-    check_encoder_layer(EncoderLayer)
-    check_decoder_layer(DecoderLayer)
-    check_greedy_decode(greedy_decode)
+    for check, right in ((check_layer_norm, LayerNorm), (check_feed_forward, PositionwiseFeedForward),
+                         (check_encoder_layer, EncoderLayer), (check_decoder_layer, DecoderLayer),
+                         (check_transformer, Transformer), (check_greedy_decode, greedy_decode)):
+        assert check(right)
     assert torch.equal(torch.rand(3), expected)

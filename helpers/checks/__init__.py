@@ -5,13 +5,16 @@ and the tests read the exercises of each notebook from it.
 """
 
 from .harness import EXERCISES, Exercise, Verdict, exercises_in
-from .positional import check_create_position_matrix, check_rotation_matrix
+from .positional import check_apply_rope, check_create_position_matrix, check_rotation_matrix
 from .attention import check_scaled_dot_product_attention, check_softmax
 from .multi_head import check_combine_heads, check_multi_head_attention, check_split_heads
 from .masking import check_causal_mask, check_masked_softmax, check_padding_mask
-from .transformer import check_decoder_layer, check_encoder_layer, check_greedy_decode
+from .transformer import (check_decoder_layer, check_encoder_layer, check_feed_forward, check_layer_norm,
+                          check_transformer)
+from .training import check_greedy_decode
 
-__all__ = ["EXERCISES", "Exercise", "Verdict", "exercises_in", "check_causal_mask", "check_combine_heads",
-           "check_create_position_matrix", "check_decoder_layer", "check_encoder_layer", "check_greedy_decode",
-           "check_masked_softmax", "check_multi_head_attention", "check_padding_mask", "check_rotation_matrix",
-           "check_scaled_dot_product_attention", "check_softmax", "check_split_heads"]
+__all__ = ["EXERCISES", "Exercise", "Verdict", "exercises_in", "check_apply_rope", "check_causal_mask",
+           "check_combine_heads", "check_create_position_matrix", "check_decoder_layer", "check_encoder_layer",
+           "check_feed_forward", "check_greedy_decode", "check_layer_norm", "check_masked_softmax",
+           "check_multi_head_attention", "check_padding_mask", "check_rotation_matrix",
+           "check_scaled_dot_product_attention", "check_softmax", "check_split_heads", "check_transformer"]

@@ -26,16 +26,16 @@ def _seeded(seed: int, *shape: int, scale: float = 1.0) -> np.ndarray:
 # ----------------------------------------------------------------------------- softmax
 SOFTMAX_MISTAKES = {
     "softmax_overflows": "your softmax overflows: exp(1000) is inf and inf / inf is NaN. Subtract the maximum of "
-                         "each row before np.exp (x - x.max(axis=axis, keepdims=True)); it cancels in the ratio.",
+                         "each slice along `axis` before exponentiating; the shift cancels in the ratio.",
     "max_of_whole_array": "you subtracted the maximum of the WHOLE array: a row far below it underflows to "
-                          "0 / 0 = NaN. Subtract each row's own maximum: x.max(axis=axis, keepdims=True).",
-    "sum_of_whole_array": "you divided by the sum of the whole array, so the rows do not sum to 1. "
-                          "Sum along the axis: exps.sum(axis=axis, keepdims=True).",
+                          "0 / 0 = NaN. Subtract each slice's own maximum, taken along `axis`.",
+    "sum_of_whole_array": "you divided by the sum of the whole array, so the slices along `axis` do not sum to 1. "
+                          "Divide each slice by its own sum, taken along `axis`.",
     "axis_ignored": "you ignored the `axis` argument (or used the wrong one: {used} instead of {axis}): the softmax "
-                    "must run along `axis`, so pass axis=axis to both max and sum.",
-    "sum_without_keepdims": "the sum lost its axis: without keepdims=True, exps / exps.sum(axis=axis) divides by "
-                            "the wrong entries (broadcasting pairs them with the last axis) or fails to broadcast. "
-                            "Use exps.sum(axis=axis, keepdims=True).",
+                    "runs along `axis`, so both the maximum and the sum must be taken along it.",
+    "sum_without_keepdims": "the sum lost its axis: once the summed axis disappears, broadcasting pairs the sums "
+                            "with the wrong entries (or fails). Keep the summed axis as an axis of size 1, for the "
+                            "maximum and for the sum.",
 }
 
 
@@ -98,33 +98,33 @@ def check_softmax(softmax_fn: Callable) -> str:
 
 # ----------------------------------------------------------------------------- attention
 ATTENTION_MISTAKES = {
-    "not_scaled": "you forgot to divide the scores by sqrt(d_k): softmax(Q K^T / sqrt(d_k)).",
+    "not_scaled": "you forgot to divide the scores by sqrt(d_k): the weights are softmax(Q K^T / sqrt(d_k)).",
     "divided_by_d_k": "you divided by d_k instead of sqrt(d_k): the scale is 1 / sqrt(d_k) (= 1/8 for d_k = 64).",
-    "scaled_by_sqrt_d_v": "you scaled by sqrt(d_v), the width of V; the scale is 1 / sqrt(d_k), the width of Q "
-                          "and K (Q.shape[-1]).",
+    "scaled_by_sqrt_d_v": "you scaled by sqrt(d_v), the width of V; the scale is 1 / sqrt(d_k), with d_k the width "
+                          "of Q and K (their last axis).",
     "softmax_wrong_axis": "your softmax runs over the wrong axis (over the queries): each ROW of the weights, one "
-                          "query against all keys, must sum to 1. Use axis=-1.",
+                          "query against all keys, must sum to 1, so the softmax runs over the last axis.",
     "k_not_transposed": "K is not transposed: the scores are Q K^T (each query dotted with each key), not Q K.",
-    "k_transposed_all_axes": "{what}: it works for 2-D inputs but not batched ones. K.T reverses ALL axes; "
-                             "transpose only the last two: np.swapaxes(K, -1, -2).",
+    "k_transposed_all_axes": "{what}: it works for 2-D inputs but not batched ones. Transposing the whole of K "
+                             "reverses ALL its axes, batch and head axes included; transpose only its last two.",
     "batched_axes_wrong": "{what}: right for 2-D inputs but not batched ones. Count the axes from the end, so "
-                          "that leading (batch, head) axes do not matter: d_k = Q.shape[-1], the softmax over "
-                          "axis=-1, and np.swapaxes(K, -1, -2) rather than K.T.",
+                          "that leading (batch, head) axes do not matter: d_k is the size of the last axis of Q, "
+                          "the softmax runs over the last axis, and only the last two axes of K are swapped.",
     "mask_after_softmax": "the mask is applied after the softmax: blocked keys must be removed BEFORE it (set "
                           "their scores to -inf), or the remaining weights no longer sum to 1.",
-    "mask_ignored": "the mask is ignored: set the scores of blocked keys (mask == False) to -inf before the "
-                    "softmax.",
+    "mask_ignored": "the mask is ignored: the scores of blocked keys (where the mask is False) must become -inf "
+                    "before the softmax.",
     "mask_inverted": "your mask is inverted: True means MAY attend (the convention of "
-                     "F.scaled_dot_product_attention), so block the keys where mask is False.",
+                     "F.scaled_dot_product_attention), so the keys to block are those where the mask is False.",
     "softmax_overflows": "your softmax overflows on large scores: exp(1000) is inf and inf / inf is NaN, so "
-                         "some weights are NaN. Subtract each row's maximum before np.exp "
-                         "(scores - scores.max(axis=-1, keepdims=True)), or use the stable softmax of the "
-                         "exercise above.",
-    "output_weights_swapped": "{what}: output and weights are swapped. Return (output, weights), in that order.",
+                         "some weights are NaN. Subtract each row's maximum before exponentiating, or use the "
+                         "stable softmax of exercise 1.",
+    "output_weights_swapped": "{what}: output and weights are swapped. The function returns the pair "
+                              "(output, weights), in that order.",
     "rows_do_not_sum_to_one": "{what}: the rows of your weights do not sum to 1 (row 0 sums to {row_sum}). "
-                              "Apply the softmax along the last axis.",
+                              "Normalise each row: apply the softmax along the last axis.",
     "output_not_weights_at_v": "{what}: the weights are right but the output is not ({difference}). "
-                               "The output is weights @ V.",
+                               "Each output row is the weighted sum of the rows of V, with that row's weights.",
 }
 
 

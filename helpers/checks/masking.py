@@ -15,8 +15,8 @@ from .harness import Known, Mistake, as_numpy, call, compare, exercise, expect_s
 
 INVERTED = ("here True means MAY attend (the convention of F.scaled_dot_product_attention); True = blocked is "
             "nn.MultiheadAttention's convention.")
-NOT_BOOLEAN = ("{what} has dtype {dtype} with 0/1 values: return a BOOLEAN array (dtype=bool, e.g. `== 1` or "
-               "`.astype(bool)`), since `~mask` and masked_fill need booleans.")
+NOT_BOOLEAN = ("{what} has dtype {dtype} with 0/1 values: a mask is a BOOLEAN array (dtype bool, True and False), "
+               "since logical not and masked_fill need booleans.")
 
 
 def to_bool_array(value: Any, what: str) -> np.ndarray:
@@ -34,11 +34,12 @@ def to_bool_array(value: Any, what: str) -> np.ndarray:
 # ----------------------------------------------------------------------------- causal_mask
 CAUSAL_MISTAKES = {
     "diagonal_masked": "the diagonal is masked (off by one): each token may attend to ITSELF and to the earlier "
-                       "ones, so keep the diagonal: np.tril(..., k=0).",
+                       "ones, so the diagonal stays True.",
     "triangles_swapped": "the upper and lower triangles are swapped: query i (row) may attend to keys j <= i "
-                         "(columns), which is the LOWER triangle, np.tril.",
+                         "(columns), which is the LOWER triangle.",
     "inverted": "your mask is inverted (True on the future, strictly above the diagonal): " + INVERTED,
-    "all_true": "you returned a mask full of True: nothing is hidden. Keep only the lower triangle (np.tril).",
+    "all_true": "you returned a mask full of True: nothing is hidden. Only the lower triangle, diagonal "
+               "included, is True.",
     "not_boolean": NOT_BOOLEAN,
 }
 
@@ -85,13 +86,14 @@ def padding_cases() -> list[tuple[np.ndarray, int]]:
 
 
 PADDING_MISTAKES = {
-    "inverted": "the pads are marked True: " + INVERTED + " Use tokens != pad_id.",
+    "inverted": "the pads are marked True: " + INVERTED + " Real tokens are True, pads False.",
     "not_boolean": NOT_BOOLEAN,
-    "missing_singleton_axes": "{what} has shape {shape}, expected (batch, 1, 1, L) = {expected}: add the two "
-                              "singleton axes, one for the heads and one for the queries: mask[:, None, None, :].",
+    "missing_singleton_axes": "{what} has shape {shape}, expected (batch, 1, 1, L) = {expected}: insert two "
+                              "axes of size 1 after the batch axis, one for the heads and one for the queries.",
     "mask_on_queries": "{what} has shape {shape}: the padding is on the KEYS, the last axis: (batch, 1, 1, L) = "
                        "{expected}, not (batch, L, 1, 1), which would mask query rows.",
-    "compared_with_zero": "{what}: you compared with 0 instead of pad_id = {pad_id}: use tokens != pad_id.",
+    "compared_with_zero": "{what}: you compared with 0 instead of pad_id = {pad_id}: the padding token is the "
+                          "one given as pad_id, which is not always 0.",
     "all_true": "{what} is True everywhere: the pads (tokens == pad_id) must be False.",
 }
 
@@ -147,22 +149,22 @@ def masked_softmax_cases() -> list[tuple[str, np.ndarray, np.ndarray]]:
 
 MASKED_SOFTMAX_MISTAKES = {
     "nan_on_empty_rows": "a fully masked row gives NaN: with every score at -inf the softmax computes "
-                         "-inf - (-inf) = NaN. Give such rows zero weights (e.g. np.where(mask, weights, 0) after a "
-                         "softmax of a finite fill, or divide by the row sum only where it is > 0).",
+                         "-inf - (-inf) = NaN. A row with no allowed key must get zero weights: never subtract an "
+                         "infinite maximum, and never divide by a zero sum.",
     "uniform_on_empty_rows": "a fully masked row gets uniform weights (an average over keys it must not see): a "
                              "large negative fill like -1e9 is not enough. Set the weights of blocked keys to "
                              "exactly 0 after the softmax.",
     "inverted": "your mask is inverted: " + INVERTED + " Keep the scores where mask is True.",
     "scores_multiplied_by_mask": "you multiplied the scores by the mask: a blocked key gets score 0, not -inf, so "
-                                 "it still receives weight. Replace blocked scores with -inf (np.where), don't "
-                                 "multiply.",
+                                 "it still receives weight. Blocked scores must be replaced by -inf, not "
+                                 "multiplied.",
     "mask_after_softmax": "the mask is applied after the softmax without renormalising: the rows no longer sum to "
                           "1. Mask the scores BEFORE the softmax.",
     "mask_ignored": "you ignored the mask: blocked keys (mask == False) must get zero weight.",
-    "softmax_wrong_axis": "the softmax runs over the wrong axis: each row (one query, all keys) must sum to 1; use "
-                          "axis=-1.",
-    "blocked_not_zero": "{what}: blocked keys must get EXACTLY zero weight (got up to {largest}). Use -inf or zero "
-                        "them after the softmax.",
+    "softmax_wrong_axis": "the softmax runs over the wrong axis: each row (one query, all keys) must sum to 1, so "
+                          "it runs over the last axis.",
+    "blocked_not_zero": "{what}: blocked keys must get EXACTLY zero weight (got up to {largest}): a finite "
+                        "fill such as -100 leaves exp(-100), which is not 0.",
 }
 
 

@@ -19,23 +19,24 @@ _MIXES = ("that silently mixes positions across heads (head 0 gets the first pos
 # ----------------------------------------------------------------------------- split / combine
 SPLIT_MISTAKES = {
     "reshape_without_transpose": "you reshaped straight to (batch, h, L, d_k) without a transpose: " + _MIXES
-                                 + " Reshape to (batch, L, h, d_k) first, then swap axes 1 and 2.",
+                                 + " First split the last axis into (h, d_k), giving (batch, L, h, d_k); then "
+                                 "exchange the L and h axes.",
     "heads_interleaved": "head i must own the CONTIGUOUS columns i*d_k .. (i+1)*d_k - 1; you interleaved them "
-                         "(reshape to (batch, L, d_k, h) splits column j into head j % h). Reshape to "
-                         "(batch, L, h, d_k).",
-    "axes_not_swapped": "{what} has shape {shape}, which is (batch, L, h, d_k): swap axes 1 and 2 to get "
-                        "(batch, h, L, d_k) = {expected}.",
+                         "(splitting the last axis as (d_k, h) sends column j to head j % h). Split it as (h, d_k): "
+                         "the head index first.",
+    "axes_not_swapped": "{what} has shape {shape}, which is (batch, L, h, d_k): the L and h axes still have to "
+                        "be exchanged to get (batch, h, L, d_k) = {expected}.",
 }
 
 COMBINE_MISTAKES = {
     "reshape_without_transpose": "you reshaped (batch, h, L, d_k) straight to (batch, L, h * d_k) without a "
-                                 "transpose: " + _MIXES + " Swap axes 1 and 2 first (to (batch, L, h, d_k)), "
-                                 "then reshape.",
+                                 "transpose: " + _MIXES + " Exchange the h and L axes first (to (batch, L, h, d_k)), "
+                                 "then merge the last two.",
     "heads_interleaved": "you interleaved the heads (feature 0 of every head, then feature 1, ...). Concatenate "
-                         "them: head 0's d_k features first, then head 1's. Transpose to (batch, L, h, d_k), not "
-                         "(batch, L, d_k, h).",
-    "not_reshaped": "{what} has shape {shape}: after swapping the axes, reshape to (batch, L, h * d_k) = "
-                    "{expected}.",
+                         "them: head 0's d_k features first, then head 1's. Before merging, the axes must be in the "
+                         "order (batch, L, h, d_k), not (batch, L, d_k, h).",
+    "not_reshaped": "{what} has shape {shape}: after exchanging the axes, the last two (h, d_k) still have "
+                    "to be merged into one of h * d_k, giving {expected}.",
 }
 
 
@@ -108,13 +109,14 @@ MHA_MISTAKES = {
     "no_output_projection": "you forgot the output projection: multiply the concatenated heads by w_o.",
     "scaled_by_sqrt_d_model": "you scaled by sqrt(d_model) = {sqrt_d_model}: each head uses its own "
                               "d_k = d_model / h = {d_k}, so the scale is 1 / sqrt(d_k).",
-    "reshape_without_transpose": "you split the heads without a transpose (reshape straight to (batch, h, L, d_k)): "
-                                 "that silently mixes positions across heads. Use split_heads and combine_heads as "
-                                 "in the exercise above.",
+    "reshape_without_transpose": "you split the heads without a transpose (a reshape straight to "
+                                 "(batch, h, L, d_k)): that silently mixes positions across heads. Split and "
+                                 "combine the heads as in exercises 1 and 2.",
     "kv_from_x_q": "{what}: the weights have one column per QUERY ({length_q}), not per key ({length_k}). The keys "
                    "and values must come from x_kv (x_q only gives the queries); with x_kv = x_q this is "
                    "self-attention, otherwise cross-attention.",
-    "weights_transposed": "the weights are used transposed: in the row-vector convention Q = x_q @ w_q (no .T).",
+    "weights_transposed": "the weight matrices are used transposed: in the row-vector convention the inputs "
+                          "multiply w_q, w_k, w_v and w_o from the left, as they are (Q = x_q W^Q).",
     "mask_ignored": "you ignored the mask: pass it to the attention of every head (it broadcasts over h).",
     "weights_averaged_over_heads": "{what}: the weights have shape {shape}; keep one matrix per head, "
                                    "(batch, h, L_q, L_k) = {expected}, without averaging over the heads.",

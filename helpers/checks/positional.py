@@ -1,11 +1,12 @@
-"""Checks for notebook 01: create_position_matrix and rotation_matrix."""
+"""Checks for notebook 01: create_position_matrix, rotation_matrix and apply_rope."""
 
 from __future__ import annotations
 
 import numpy as np
 
-from ..positional import positional_encoding, rotation_matrix
-from .harness import Known, call, compare, exercise, expect_finite, expect_shape, match_known, same, to_array
+from ..positional import apply_rope, positional_encoding, rotation_matrix
+from .harness import (Known, Mistake, call, compare, exercise, expect_finite, expect_shape, match_known, same,
+                      to_array)
 
 # (seq_length, embed_size) pairs the student's function is called with: the notebook's example,
 # a non-square case that exposes swapped axes, and the paper's width.
@@ -75,7 +76,7 @@ def check_create_position_matrix(create_position_matrix) -> str:
         if result.shape == (embed_size, seq_length) and seq_length != embed_size:
             raise Known("rows_columns_swapped", what=what, shape=result.shape)
         expect_shape(result, (seq_length, embed_size), what,
-                     "Start from np.zeros((seq_length, embed_size)) and fill it in.")
+                     "One row per position (seq_length rows), one column per dimension (embed_size columns).")
         expect_finite(result, what)
         expected = positional_encoding(seq_length, embed_size)
         if same(result, expected):
@@ -92,7 +93,8 @@ def check_create_position_matrix(create_position_matrix) -> str:
 ROTATION_MISTAKES = {
     "blocks_transposed": "your blocks are transposed (which is the same as rotating by -k): that is the "
                          "column-vector form R @ PE(pos). Here PE(pos) is a row and the product is PE(pos) @ R, "
-                         "so each block is [[cos, -sin], [sin, cos]].",
+                         "so the minus sign sits on the sine above the diagonal: row 2i, column 2i+1 holds "
+                         "-sin(k w_i), row 2i+1, column 2i holds +sin(k w_i).",
     "same_angle_every_block": "every block rotates by k radians: block i must rotate by k * w_i, with "
                               "w_i = 1 / 10000^(2i/d_model).",
     "i_for_2i": "the frequencies use i where they should use 2i: w_i = 1 / 10000^(2i/d_model).",
@@ -139,5 +141,97 @@ def check_rotation_matrix(rotation_matrix_fn) -> str:
     return "Checked for k = 1, 3, 10."
 
 
-__all__ = ["POSITION_MISTAKES", "ROTATION_MISTAKES", "check_create_position_matrix", "check_rotation_matrix",
-           "wrong_position_matrices", "wrong_rotation_matrices"]
+ROPE_MISTAKES = {
+    "rotated_wrong_way": "your pairs turn the wrong way, by -pos * w_i (exercise 2's matrix R_pos, used as it is, "
+                         "turns them that way; RoFormer's rotation is its transpose). RoFormer turns the pair "
+                         "(x_2i, x_2i+1) counter-clockwise: into (x_2i cos a - x_2i+1 sin a, "
+                         "x_2i sin a + x_2i+1 cos a), with a = pos * w_i.",
+    "halves_layout": "you paired dimension j with dimension j + d/2 (the concatenated-halves layout of GPT-NeoX and "
+                     "of LLaMA in Hugging Face). This course uses the interleaved layout: dimension 2i is paired "
+                     "with dimension 2i+1, as in the positional encoding of this notebook.",
+    "no_positions": "the rows turn by their index 0, 1, ..., L-1, not by the positions you were given: the row r "
+                    "must turn by positions[r] * w_i (the positions need not start at 0 or follow each other).",
+    "unchanged": "your function returned x unchanged: every pair (x_2i, x_2i+1) must turn by the angle pos * w_i.",
+    "added_encoding": "you added the positional encoding to x. RoPE does not add anything: it turns each pair of "
+                      "dimensions of x by an angle, which keeps the length of every row.",
+    "i_for_2i": "the frequencies use i where they should use 2i: w_i = 1 / 10000^(2i/d), the frequencies of the "
+                "positional encoding, with i counting the pairs.",
+    "column_frequencies": "each column turns with its own frequency: both dimensions of the pair (2i, 2i+1) must "
+                          "use the same angle pos * w_i, with w_i = 1 / 10000^(2i/d).",
+    "leading_axes": "your function is right for x of shape (L, d) but not for x of shape {shape}: the positions "
+                    "run along the second-to-last axis and the pairs along the last one, whatever axes come before.",
+    "modified_input": "your function changed the array x it was given: a slice of a NumPy array is a view, so "
+                      "writing into it writes into x. Build the result in a new array.",
+}
+
+
+def _rotate_pairs(x: np.ndarray, first: np.ndarray, second: np.ndarray, angles: np.ndarray) -> np.ndarray:
+    """x with columns (first[i], second[i]) turned counter-clockwise by angles[..., i]."""
+    out = np.array(x, dtype=np.float64)
+    a, b = x[..., first], x[..., second]
+    out[..., first] = a * np.cos(angles) - b * np.sin(angles)
+    out[..., second] = a * np.sin(angles) + b * np.cos(angles)
+    return out
+
+
+def wrong_ropes(x: np.ndarray, positions: np.ndarray) -> dict:
+    """The common wrong answers for apply_rope: mistake code -> the array it produces."""
+    d, length = x.shape[-1], x.shape[-2]
+    pos = np.asarray(positions, dtype=np.float64)[:, None]
+    even, odd = np.arange(0, d, 2), np.arange(1, d, 2)
+    w = 1.0 / 10000 ** (even / d)
+    by_column = pos / 10000 ** (np.arange(d) / d)  # (L, d): column j with its own frequency
+    column_wise = np.array(x, dtype=np.float64)
+    column_wise[..., even] = x[..., even] * np.cos(by_column[:, even]) - x[..., odd] * np.sin(by_column[:, even])
+    column_wise[..., odd] = x[..., even] * np.sin(by_column[:, odd]) + x[..., odd] * np.cos(by_column[:, odd])
+    return {
+        "rotated_wrong_way": _rotate_pairs(x, even, odd, -pos * w),
+        "halves_layout": _rotate_pairs(x, np.arange(d // 2), np.arange(d // 2, d), pos * w),
+        "no_positions": _rotate_pairs(x, even, odd, np.arange(length)[:, None] * w),
+        "unchanged": np.asarray(x, dtype=np.float64),
+        "added_encoding": x + positional_encoding(int(pos.max()) + 1, d)[positions],
+        "i_for_2i": _rotate_pairs(x, even, odd, pos / 10000 ** (even / 2 / d)),
+        "column_frequencies": column_wise,
+    }
+
+
+# (shape of x, positions): a single head (L, d), positions neither from 0 nor consecutive; then a batch
+# of heads (batch, h, L, d_k), the shape attention gives it.
+ROPE_CASES = [((5, 8), [3, 7, 0, 12, 5]), ((2, 3, 6, 16), [0, 1, 2, 3, 10, 100])]
+
+
+@exercise("apply_rope", notebook="01_positional_encoding", defines="apply_rope",
+          success="correct! Each pair (2i, 2i+1) turns by pos * w_i, in RoFormer's direction.",
+          mistakes=ROPE_MISTAKES)
+def check_apply_rope(apply_rope_fn) -> str:
+    """Check a student's apply_rope(x, positions) against the reference, on one head and on a batch of heads."""
+    rng = np.random.default_rng(2021)
+    for number, (shape, positions) in enumerate(ROPE_CASES):
+        x, positions = rng.normal(size=shape), np.array(positions)
+        given = x.copy()
+        what = f"apply_rope(x of shape {shape}, positions={positions.tolist()})"
+        expected = apply_rope(x, positions)
+        try:
+            result = to_array(call(apply_rope_fn, given, positions.copy()), what)
+            expect_shape(result, shape, what, "RoPE returns an array of the same shape as x.")
+            expect_finite(result, what)
+        except Mistake as mistake:
+            if number and mistake.code in ("raised_error", "wrong_shape"):  # right on (L, d), not on a batch
+                raise Known("leading_axes", shape=shape) from None
+            raise
+        if same(result, expected):
+            if not np.array_equal(given, x):
+                raise Known("modified_input")
+            continue
+        match_known(result, wrong_ropes(x, positions))
+        if not np.array_equal(given, x):
+            raise Known("modified_input")
+        if number:
+            raise Known("leading_axes", shape=shape)
+        compare(result, expected, {}, what)
+    return "Matches the reference for x of shapes " + " and ".join(str(s) for s, _ in ROPE_CASES) + "."
+
+
+__all__ = ["POSITION_MISTAKES", "ROPE_MISTAKES", "ROTATION_MISTAKES", "check_apply_rope",
+           "check_create_position_matrix", "check_rotation_matrix", "wrong_position_matrices", "wrong_ropes",
+           "wrong_rotation_matrices"]

@@ -1,7 +1,16 @@
-"""Pictures of attention: score and weight matrices, masks, and the heads of multi-head attention.
+"""Pictures of attention: score and weight matrices, masks, the heads of multi-head attention, and costs.
 
-Every function labels the rows with the queries and the columns with the keys (token labels on
-both axes), accepts numpy arrays or torch tensors, and returns what it drew on (the Axes or Figure).
+    plot_attention(weights, ...)             one heatmap of weights (L_q, L_k)                  (notebooks 02-04)
+    plot_scores(scores, ...)                 one heatmap of scores, colours centred on 0, -inf blank  (02, 04)
+    plot_masking(scores, mask, labels)       scores, scores with blocked keys at -inf, weights  (04)
+    plot_masks(masks, labels, titles)        several boolean masks side by side                 (04)
+    plot_mask(mask, ...)                     one boolean mask                                   (04)
+    plot_heads(weights_per_head, ...)        one heatmap per head                               (03)
+    plot_saturation(widths, raw, scaled)     softmax saturation and gradient size against d_k   (02)
+    plot_attention_cost(rows)                measured time and memory against L, log-log        (03)
+
+The matrix pictures label the rows with the queries and the columns with the keys (token labels on
+both axes), accept numpy arrays or torch tensors, and return what they drew on (the Axes or Figure).
 """
 
 from __future__ import annotations
@@ -11,6 +20,7 @@ from typing import Any, Sequence
 import matplotlib.pyplot as plt
 import numpy as np
 
+from ..attention import masked_softmax
 from ..validation import shape_str
 
 
@@ -71,8 +81,8 @@ def plot_attention(weights: Any, row_labels: Sequence[str] | None = None, col_la
             for j in range(matrix.shape[1]):
                 value = matrix[i, j]
                 text = f"{value:{fmt}}" if np.isfinite(value) else ("-inf" if value < 0 else "nan")
-                ax.text(j, i, text, ha="center", va="center", fontsize=8,
-                        color="black" if np.isfinite(value) and value > middle else "white")
+                color = ("black" if value > middle else "white") if np.isfinite(value) else "gray"
+                ax.text(j, i, text, ha="center", va="center", fontsize=8, color=color)
     if colorbar:
         ax.figure.colorbar(image, ax=ax, fraction=0.046, pad=0.04)
     return ax
@@ -137,4 +147,138 @@ def plot_heads(weights_per_head: Any, labels: Sequence[str] | None = None, col_l
     return fig
 
 
-__all__ = ["plot_attention", "plot_mask", "plot_heads"]
+def plot_scores(scores: Any, row_labels: Sequence[str] | None = None, col_labels: Sequence[str] | None = None,
+                ax=None, title: str = "scores (row = query, column = key)", limit: float | None = None):
+    """Heatmap of a score matrix (L_q, L_k) in a diverging colour map centred on 0.
+
+    Positive scores are red, negative ones blue; -inf (a blocked key) is left blank and written "-inf".
+    ``limit`` sets the colour scale to [-limit, limit] (default: the largest finite |score|).
+    """
+    matrix = _matrix(scores, "scores").astype(np.float64)
+    if limit is None:
+        finite = np.abs(matrix[np.isfinite(matrix)])
+        limit = float(finite.max()) if finite.size and finite.max() > 0 else 1.0
+    elif isinstance(limit, bool) or not isinstance(limit, (int, float)) or not limit > 0:
+        raise ValueError(f"limit must be a positive number (the colour scale is [-limit, limit]), got {limit!r}")
+    return plot_attention(matrix, row_labels, col_labels, ax=ax, title=title, cmap="coolwarm", vmin=-limit,
+                          vmax=limit)
+
+
+def plot_masking(scores: Any, mask: Any, labels: Sequence[str] | None = None):
+    """Three panels: the scores, the scores with blocked keys set to -inf, and the weights after the softmax.
+
+    scores: (L_q, L_k); mask: boolean (True = may attend) that broadcasts to it. The weights are
+    ``masked_softmax(scores, mask)``: blocked keys get 0. Returns the Figure.
+    """
+    matrix = _matrix(scores, "scores").astype(np.float64)
+    if hasattr(mask, "detach") and hasattr(mask, "cpu"):
+        mask = mask.detach().cpu().numpy()
+    mask = np.asarray(mask)
+    if mask.dtype != bool:
+        raise ValueError(f"mask must be boolean (True = may attend), got dtype {mask.dtype}")
+    try:
+        full = np.broadcast_to(mask, matrix.shape)
+    except ValueError:
+        raise ValueError(f"mask of shape {shape_str(mask.shape)} does not broadcast to the scores "
+                         f"{shape_str(matrix.shape)}") from None
+    limit = float(np.abs(matrix).max()) or 1.0
+    fig, axes = plt.subplots(1, 3, figsize=(4.6 * 3, 0.9 + 0.55 * matrix.shape[0]))
+    plot_scores(matrix, labels, ax=axes[0], title="scores", limit=limit)
+    plot_scores(np.where(full, matrix, -np.inf), labels, ax=axes[1], title="scores, blocked keys = -inf",
+                limit=limit)
+    plot_attention(masked_softmax(matrix, full), labels, ax=axes[2], title="weights after the softmax", vmin=0.0,
+                   vmax=1.0)
+    fig.tight_layout()
+    return fig
+
+
+def plot_masks(masks: Sequence[Any], labels: Sequence[str] | None = None, titles: Sequence[str] | None = None):
+    """Several boolean masks (each (L_q, L_k), or one that squeezes to it) side by side. Returns the Figure."""
+    if isinstance(masks, np.ndarray) or hasattr(masks, "detach") or not isinstance(masks, Sequence) or not masks:
+        raise ValueError("masks must be a non-empty list of boolean masks, one per panel, "
+                         f"got {type(masks).__name__}")
+    if titles is None:
+        titles = [f"mask {index + 1}" for index in range(len(masks))]
+    titles = [str(title) for title in titles]
+    if len(titles) != len(masks):
+        raise ValueError(f"titles must have one title per mask ({len(masks)}), got {len(titles)}")
+    size = len(labels) if labels is not None else 5
+    fig, axes = plt.subplots(1, len(masks), figsize=(4.0 * len(masks), 1.0 + 0.4 * size), squeeze=False)
+    for mask, title, ax in zip(masks, titles, axes[0]):
+        plot_mask(mask, labels, ax=ax, title=title)
+    fig.tight_layout()
+    return fig
+
+
+def _curve(values: Any, name: str, size: int) -> np.ndarray:
+    """values as a 1-D float array of ``size`` finite numbers, or a ValueError naming ``name``."""
+    try:
+        array = np.asarray(values, dtype=np.float64) if not isinstance(values, (str, bytes)) else np.array([])
+    except (TypeError, ValueError):
+        array = np.array([np.nan])
+    if array.shape != (size,) or not np.all(np.isfinite(array)):
+        raise ValueError(f"{name} must hold {size} finite numbers, one per point, got {values!r}")
+    return array
+
+
+def plot_saturation(widths: Sequence[int], raw: Sequence[Sequence[float]], scaled: Sequence[Sequence[float]]):
+    """Two panels against d_k (log scale): the average largest softmax weight and the average Jacobian norm.
+
+    raw and scaled hold one (largest weight, Jacobian norm) pair per width, for softmax(QK^T) and for
+    softmax(QK^T / sqrt(d_k)). Returns the Figure.
+    """
+    x = _curve(widths, "widths", int(np.size(widths)) if not isinstance(widths, (str, bytes)) else -1)
+    if x.size == 0 or not np.all(x > 0):
+        raise ValueError(f"widths must be positive (they are d_k values), got {list(widths)!r}")
+    curves = {}
+    for name, pairs in (("raw", raw), ("scaled", scaled)):
+        try:
+            array = np.asarray(pairs, dtype=np.float64) if not isinstance(pairs, (str, bytes)) else np.array([])
+        except (TypeError, ValueError):
+            array = np.array([])
+        if array.shape != (len(x), 2) or not np.all(np.isfinite(array)):
+            raise ValueError(f"{name} must hold one (largest weight, Jacobian norm) pair per width, shape "
+                             f"({len(x)}, 2), got shape {shape_str(array.shape)}")
+        curves[name] = array
+    fig, axes = plt.subplots(1, 2, figsize=(9, 3))
+    for name, style, label in (("raw", "o-", "softmax(QK^T)"), ("scaled", "s--", "softmax(QK^T / sqrt(d_k))")):
+        axes[0].plot(x, curves[name][:, 0], style, label=label)
+        axes[1].plot(x, curves[name][:, 1], style, label=label)
+    axes[0].set(xscale="log", xlabel="d_k", ylabel="average largest weight", title="saturation")
+    axes[1].set(xscale="log", xlabel="d_k", ylabel="average Jacobian norm", title="gradient size")
+    axes[0].legend(fontsize="small")
+    fig.tight_layout()
+    return fig
+
+
+def plot_attention_cost(rows: Sequence[dict]):
+    """Measured time and memory of attention against the sequence length L, both axes logarithmic.
+
+    rows: one dict per length with the keys "L", "ms" and "saved_MB" (what helpers.cost.measure_attention
+    returns). A dashed line proportional to L^2, through the last point, shows quadratic growth.
+    Returns the Figure.
+    """
+    if not isinstance(rows, Sequence) or not rows or not all(isinstance(row, dict) for row in rows):
+        raise ValueError(f"rows must be a non-empty list of dicts with keys 'L', 'ms', 'saved_MB', got {rows!r}")
+    missing = [key for key in ("L", "ms", "saved_MB") if any(key not in row for row in rows)]
+    if missing:
+        raise ValueError(f"rows must be dicts with keys 'L', 'ms', 'saved_MB'; missing {missing}")
+    lengths = _curve([row["L"] for row in rows], "the L of rows", len(rows))
+    fig, axes = plt.subplots(1, 2, figsize=(9, 3.2))
+    for ax, key, label in ((axes[0], "ms", "time, forward + backward (ms)"),
+                           (axes[1], "saved_MB", "memory kept for backward (MB)")):
+        values = _curve([row[key] for row in rows], f"the {key!r} of rows", len(rows))
+        if not np.all(values > 0) or not np.all(lengths > 0):
+            raise ValueError(f"rows must hold positive L and {key!r} values (they are drawn on log axes)")
+        ax.plot(lengths, values, "o-", label="measured")
+        ax.plot(lengths, values[-1] * (lengths / lengths[-1]) ** 2, "k--", linewidth=1, label="proportional to L²")
+        ax.set(xscale="log", yscale="log", xlabel="sequence length L", ylabel=label)
+        ax.minorticks_off()
+        ax.set_xticks(lengths, [f"{length:g}" for length in lengths])
+        ax.legend(fontsize="small")
+    fig.tight_layout()
+    return fig
+
+
+__all__ = ["plot_attention", "plot_attention_cost", "plot_heads", "plot_mask", "plot_masking", "plot_masks",
+           "plot_saturation", "plot_scores"]

@@ -1,4 +1,4 @@
-"""Pictures for notebook 05: the learning-rate schedule, the loss curve, and a trained model's attention.
+"""Pictures for notebook 06: the learning-rate schedule, the loss curve, and a trained model's attention.
 
 Each function accepts numpy arrays, lists or torch tensors and returns what it drew on.
 """
