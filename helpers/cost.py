@@ -77,10 +77,10 @@ def measure_attention(lengths: Sequence[int] = (128, 256, 512, 1024, 2048), d_mo
 
     The layer runs on one CPU thread (the setting is restored afterwards), so that other programs on
     the machine disturb the times less. For each L of ``lengths``: the median over ``repeats`` runs
-    (after one warm-up run) of a forward and backward pass, in milliseconds, and the megabytes
-    autograd keeps for the backward pass (2^20 bytes each). Returns one dict per length:
+    (after one warm-up run) of a forward and backward pass, in milliseconds, and the mebibytes (MiB,
+    2^20 bytes each) autograd keeps for the backward pass. Returns one dict per length:
     {"L", "ms", "saved_MB", "weights_MB"}, where "weights_MB" is the size of one (batch, h, L, L)
-    float32 matrix of attention weights.
+    float32 matrix of attention weights; both sizes are in MiB, whatever the "MB" of the keys.
     """
     lengths = _lengths(lengths)
     d_model, num_heads = positive_int(d_model, "d_model"), positive_int(num_heads, "num_heads")

@@ -65,6 +65,7 @@ def test_plot_heads_draws_one_panel_per_head():
     panels = [ax for ax in fig.axes if ax.images]
     assert len(panels) == 8
     np.testing.assert_array_equal(panels[5].images[0].get_array(), weights[5])
+    assert [ax.get_title() for ax in panels] == [f"head {i}" for i in range(8)]  # counted from 0, as the h axis
     with pytest.raises(ValueError, match=r"weights_per_head must have shape \(h, L_q, L_k\)"):
         plot_heads(weights[0])
 

@@ -233,6 +233,10 @@ def test_plots_draw_what_they_are_given():
         np.testing.assert_array_equal(left.images[0].get_array(), bits)
         assert [t.get_text() for t in left.get_xticklabels()] == ["bit 0", "bit 1", "bit 2", "bit 3"]
         assert len(right.lines) == 4 and right.get_legend().get_texts()[3].get_text() == "period 16"
+        period_2 = right.lines[0]  # a cosine, drawn continuously, with a dot at each whole-number position
+        dots = period_2.get_markevery()
+        np.testing.assert_allclose(period_2.get_xdata()[::dots], np.arange(16), atol=1e-12)
+        np.testing.assert_allclose(period_2.get_ydata()[::dots], 1 - 2 * bits[:, 0], atol=1e-12)
 
         hist, curves = plots.plot_bounded_and_unique(pe, np.arange(1, 51), starts=(0, 100))
         assert sum(patch.get_height() for patch in hist.patches) == pe.size

@@ -125,7 +125,8 @@ def plot_heads(weights_per_head: Any, labels: Sequence[str] | None = None, col_l
                ncols: int = 4, title: str = "Attention weights per head", annotate: bool = False):
     """One heatmap per head, side by side: weights_per_head (h, L_q, L_k) (take one batch item first).
 
-    All heads share the colour scale 0..1 so they can be compared. Returns the Figure.
+    All heads share the colour scale 0..1 so they can be compared. The panels are titled "head 0", "head 1",
+    ...: their index along the h axis, counted from 0 as Python counts. Returns the Figure.
     """
     weights = _matrix(weights_per_head, "weights_per_head", 3, "(h, L_q, L_k)").astype(np.float64)
     heads = weights.shape[0]
@@ -136,7 +137,7 @@ def plot_heads(weights_per_head: Any, labels: Sequence[str] | None = None, col_l
         if index >= heads:
             ax.axis("off")
             continue
-        plot_attention(weights[index], labels, col_labels, ax=ax, title=f"head {index + 1}", annotate=annotate,
+        plot_attention(weights[index], labels, col_labels, ax=ax, title=f"head {index}", annotate=annotate,
                        vmin=0.0, vmax=1.0, colorbar=False)
         if index % ncols:
             ax.set_ylabel("")
@@ -266,7 +267,7 @@ def plot_attention_cost(rows: Sequence[dict]):
     lengths = _curve([row["L"] for row in rows], "the L of rows", len(rows))
     fig, axes = plt.subplots(1, 2, figsize=(9, 3.2))
     for ax, key, label in ((axes[0], "ms", "time, forward + backward (ms)"),
-                           (axes[1], "saved_MB", "memory kept for backward (MB)")):
+                           (axes[1], "saved_MB", "memory kept for backward (MiB)")):
         values = _curve([row[key] for row in rows], f"the {key!r} of rows", len(rows))
         if not np.all(values > 0) or not np.all(lengths > 0):
             raise ValueError(f"rows must hold positive L and {key!r} values (they are drawn on log axes)")

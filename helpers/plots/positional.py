@@ -99,7 +99,9 @@ def plot_dimensions(pe: Any, dims: Sequence[int], ax=None, title: str = ""):
 
 def plot_binary_and_sines(bits: Any, periods: Sequence[float]):
     """Left: the binary code of positions, bits: (positions, n_bits) of 0/1, least significant bit in column 0.
-    Right: sines of the given periods over the same positions, the smooth counterpart of the bit columns."""
+    Right: cosines cos(2 pi pos / period) of the given periods over the same positions, the smooth counterpart
+    of the bit columns, drawn continuously with a dot at each whole-number position (the only ones a word has).
+    Cosines, not sines: the sine of period 2, sin(pi pos), is 0 at every whole number."""
     bits = _array(bits, "bits", 2, "(positions, n_bits)")
     if not np.isin(bits, (0, 1)).all():
         raise ValueError("bits must hold only 0 and 1")
@@ -111,11 +113,13 @@ def plot_binary_and_sines(bits: Any, periods: Sequence[float]):
     axes[0].set_xticks(range(bits.shape[1]), [f"bit {b}" for b in range(bits.shape[1])])
     axes[0].set(title=f"binary code of positions 0-{bits.shape[0] - 1}",
                 xlabel="bit (least significant, the fastest, on the left)", ylabel="position")
-    positions = np.linspace(0, bits.shape[0] - 1, 301)
+    samples = 20  # points drawn per unit of position; every 20th point is a whole-number position
+    positions = np.linspace(0, bits.shape[0] - 1, samples * (bits.shape[0] - 1) + 1)
     for period in periods:
-        axes[1].plot(positions, np.sin(2 * np.pi * positions / period), label=f"period {period:g}")
-    axes[1].set(title="smooth version: sines of doubling period", xlabel="position")
-    axes[1].legend(fontsize="small", loc="lower left")
+        axes[1].plot(positions, np.cos(2 * np.pi * positions / period), marker="o", markersize=3,
+                     markevery=samples, label=f"period {period:g}")
+    axes[1].set(title="smooth version: cosines of doubling period", xlabel="position (dots: whole numbers)")
+    axes[1].legend(fontsize="small", loc="upper left", bbox_to_anchor=(1.01, 1))  # outside: no dot hidden
     fig.tight_layout()
     return axes
 

@@ -41,9 +41,23 @@ def plot_schedule(d_model: int, warmup: int, steps: int, factor: float = 1.0, ax
     return ax
 
 
+def _schedule_title(lr: Sequence[float]) -> str:
+    """What a learning-rate curve shows: a warm-up to its peak, then a decay; or nothing so simple."""
+    lr = np.asarray(lr, dtype=np.float64)
+    if len(lr) < 3:
+        return "Learning rate of each step"
+    peak = int(np.argmax(lr))
+    rises, falls = np.diff(lr[:peak + 1]), np.diff(lr[peak:])
+    if 0 < peak < len(lr) - 1 and (rises > 0).all() and (falls <= 0).all() and lr[-1] < lr[peak]:
+        return f"Warm-up for {peak + 1} steps, then decay"
+    return "Learning rate of each step"
+
+
 def plot_history(history: History, vocab_size: int | None = None, smoothing: float = 0.1, window: int = 25):
     """Two panels: the learning rate of every step, and the training loss (raw and smoothed).
 
+    The learning-rate panel's title is read from the history: "Warm-up for P steps, then decay" when
+    the rate rises to its peak at step P and falls after it, "Learning rate of each step" otherwise.
     With vocab_size, a dashed line marks the lowest loss label smoothing allows (loss_floor).
     """
     fig, (ax_lr, ax_loss) = plt.subplots(1, 2, figsize=(10, 3.2))
@@ -51,7 +65,7 @@ def plot_history(history: History, vocab_size: int | None = None, smoothing: flo
     ax_lr.plot(steps, history.lr)
     ax_lr.set_xlabel("step")
     ax_lr.set_ylabel("learning rate")
-    ax_lr.set_title("Warm-up, then 1/sqrt(step)")
+    ax_lr.set_title(_schedule_title(history.lr))
     ax_loss.plot(steps, history.loss, alpha=0.3, label="loss of each batch")
     smooth = moving_average(history.loss, window)
     ax_loss.plot(steps[len(steps) - len(smooth):], smooth, label=f"mean of {window} steps")
