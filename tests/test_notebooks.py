@@ -48,3 +48,13 @@ def test_sections_are_numbered_and_nothing_refers_to_missing_material(notebook_n
     text = "\n".join(c.source for c in _cells(notebook_name)).lower()
     for word in ("slide", "source document", "thread", "openmp", "omp_"):
         assert word not in text, f"{notebook_name} mentions {word!r}"
+
+
+def test_readme_outline_lists_every_notebook_with_its_time():
+    readme = (ROOT / "README.md").read_text(encoding="utf-8")
+    rows = dict(re.findall(r"^\| \d\d \| `(\d\d_\w+)\.ipynb` \|.*\| (\d+) min \|$", readme, re.M))
+    assert list(rows) == NOTEBOOKS, "the README's outline has one row per notebook, in order"
+    for name in NOTEBOOKS:
+        header = _cells(name)[0].source
+        number = int(name[:2])
+        assert f"notebook {number} of {len(NOTEBOOKS)}.** About {rows[name]} minutes" in header, name
