@@ -112,9 +112,15 @@ TRANSFORMER = [  # cell, exercise, code, right line, wrong line
 ]
 WRONG["05_transformer"] = {cell: (exercise, code, broken(cell, right, wrong))
                            for cell, exercise, code, right, wrong in TRANSFORMER}
-WRONG["06_training"] = {"greedy_decode": ("greedy_decode", "first_position", broken(
-    "greedy_decode", "next_token = logits[:, -1].argmax(dim=-1, keepdim=True)",
-    "next_token = logits[:, 0].argmax(dim=-1, keepdim=True)", notebook="06_training"))}
+WRONG["06_training"] = {
+    "greedy_decode": ("greedy_decode", "first_position", broken(
+        "greedy_decode", "next_token = logits[:, -1].argmax(dim=-1, keepdim=True)",
+        "next_token = logits[:, 0].argmax(dim=-1, keepdim=True)", notebook="06_training")),
+    "transformer_lr": ("transformer_lr", "warmup_exponent", broken(
+        "transformer_lr", "step * warmup ** -1.5", "step * warmup ** -0.5", notebook="06_training")),
+    "LabelSmoothingLoss": ("label_smoothing_loss", "padding_not_ignored", broken(
+        "LabelSmoothingLoss", "return loss[keep].sum() / keep.sum()", "return loss.mean()", notebook="06_training")),
+}
 
 STUDENTS = {stem: f"student{number}" for number, stem in enumerate(STEMS, start=1)}
 UNREADABLE = "late/carol_04_masking.ipynb"  # a corrupt submission: reported, and the others still graded

@@ -1,6 +1,11 @@
-"""The check of notebook 06: greedy decoding (``greedy_decode``).
+"""The checks of notebook 06: the learning-rate schedule (``transformer_lr``), label smoothing
+(``LabelSmoothingLoss``) and greedy decoding (``greedy_decode``).
 
-The check decodes six sources with a small seeded Transformer whose rows end at different steps,
+The schedule's check compares the rates of many (step, d_model, warmup) values with the reference and
+with the rates the common wrong formulas give (wrong_rates); the loss's check compares the loss of two
+padded batches with the reference and with the common wrong losses (wrong_losses).
+
+The decoding check decodes six sources with a small seeded Transformer whose rows end at different steps,
 and compares the tokens up to each row's end token with the reference. When they differ, it
 compares them with what the common wrong loops produce (the first position read instead of the
 last, no source mask, no causal mask, stopping when the first row ends, ...): each is a code in
@@ -15,11 +20,203 @@ import numpy as np
 import torch
 
 from ..decoding import greedy_decode as reference_greedy_decode
+from ..loss import LabelSmoothingLoss as reference_loss
+from ..loss import loss_floor as reference_loss_floor
 from ..masking import padding_mask
+from ..schedule import transformer_lr as reference_transformer_lr
 from ..transformer import Transformer
-from .harness import Known, Mistake, call, exercise, expect_finite, generic, to_array
+from .harness import Known, Mistake, call, exercise, expect_finite, generic, is_close, to_array
 
 D_MODEL, D_FF = 16, 32
+
+
+# ---------------------------------------------------------------------- the learning-rate schedule
+LR_CASES = [(step, d_model, warmup) for d_model, warmup in ((512, 4000), (64, 200), (16, 10))
+            for step in (1, 2, 3, warmup // 2, warmup - 1, warmup, warmup + 1, 2 * warmup, 7 * warmup, 25 * warmup)]
+
+LR_MISTAKES = {
+    "warmup_exponent": "during the warm-up your rate grows as step / sqrt(warmup): the warm-up branch is step times "
+                       "warmup to the power -1.5, so that both branches meet at step = warmup.",
+    "no_d_model_factor": "your rate lacks the factor d_model^-0.5 in front of the min: the whole schedule is scaled "
+                         "by 1 / sqrt(d_model).",
+    "steps_from_zero": "your rate at each step is the reference's at step + 1: the steps are counted from 1 (the first "
+                       "update is step 1), so use step as it is given.",
+    "max_instead_of_min": "your rate keeps growing after the warm-up: the schedule takes the SMALLER of step^-0.5 "
+                          "and step * warmup^-1.5 (min, not max).",
+    "no_warmup": "your rate is largest at step 1 and only decays: it lacks the warm-up branch step * warmup^-1.5, "
+                 "which keeps the first steps small.",
+    "power_precedence": "an exponent is off: in Python `x ** -1/2` is (x ** -1) / 2, not x ** (-1/2). Write the "
+                        "exponents as -0.5 and -1.5, or in parentheses.",
+}
+
+
+def _rate(step: float, d_model: float, warmup: float, *, d_exp: float = -0.5, s_exp: float = -0.5,
+          w_exp: float = -1.5, pick: Any = min, d_div: float = 1, s_div: float = 1, w_div: float = 1) -> float:
+    """The schedule with one part changed: an exponent, min or max, or `x ** a / b` in place of `x ** (a / b)`."""
+    return d_model ** d_exp / d_div * pick(step ** s_exp / s_div, step * warmup ** w_exp / w_div)
+
+
+def wrong_rates(cases: list[tuple[int, int, int]] = LR_CASES) -> dict[Any, np.ndarray]:
+    """The rates the common wrong schedules give on cases: mistake code (or Known) -> (len(cases),) rates."""
+    def rates(**changes: Any) -> np.ndarray:
+        return np.array([_rate(s, d, w, **changes) for s, d, w in cases])
+
+    wrong: dict[Any, np.ndarray] = {
+        "warmup_exponent": rates(w_exp=-0.5),
+        "no_d_model_factor": rates(d_exp=0.0),
+        "steps_from_zero": np.array([_rate(s + 1, d, w) for s, d, w in cases]),
+        "max_instead_of_min": rates(pick=max),
+        "no_warmup": rates(pick=lambda decay, warm: decay),
+    }
+    # `x ** -1/2` for any of the three powers (d_model ** -1/2, step ** -1/2, warmup ** -3/2).
+    for bits in range(1, 8):
+        changes = {}
+        if bits & 1:
+            changes.update(d_exp=-1.0, d_div=2)
+        if bits & 2:
+            changes.update(s_exp=-1.0, s_div=2)
+        if bits & 4:
+            changes.update(w_exp=-3.0, w_div=2)
+        wrong[Known("power_precedence")] = rates(**changes)
+    return wrong
+
+
+def _same_rates(actual: np.ndarray, expected: np.ndarray) -> bool:
+    """Relative comparison: the rates go down to 1e-7, below any absolute tolerance."""
+    return actual.shape == expected.shape and bool(np.allclose(actual, expected, rtol=1e-6, atol=0.0))
+
+
+@exercise("transformer_lr", notebook="06_training", defines="transformer_lr",
+          success="correct! A linear warm-up, then a 1/sqrt(step) decay.", mistakes=LR_MISTAKES)
+def check_transformer_lr(transformer_lr_fn: Any) -> str:
+    """Check a student's transformer_lr(step, d_model, warmup) against the reference on many values."""
+    rates = []
+    for step, d_model, warmup in LR_CASES:
+        what = f"transformer_lr(step={step}, d_model={d_model}, warmup={warmup})"
+        out = to_array(call(transformer_lr_fn, step, d_model, warmup), what)
+        if out.size != 1:
+            raise generic("wrong_shape", what=what, actual=out.shape, expected="() (one number)",
+                          hint=" Return the learning rate of that one step.")
+        rates.append(float(out.reshape(())))
+    actual = np.array(rates)
+    expected = np.array([reference_transformer_lr(s, d, w) for s, d, w in LR_CASES])
+    if _same_rates(actual, expected):
+        return f"Checked on {len(LR_CASES)} (step, d_model, warmup) values, before, at and after the warm-up."
+    for key, wrong in wrong_rates().items():
+        if _same_rates(actual, wrong):
+            raise key if isinstance(key, Known) else Known(key)
+    expect_finite(actual, "your rates")
+    i = int(np.argmax(np.abs(actual - expected) / expected))
+    step, d_model, warmup = LR_CASES[i]
+    raise Mistake(f"transformer_lr(step={step}, d_model={d_model}, warmup={warmup}) is {actual[i]:.6g}, the "
+                  f"reference gives {expected[i]:.6g}: lrate = d_model^-0.5 * min(step^-0.5, step * warmup^-1.5).")
+
+
+# ---------------------------------------------------------------------- label smoothing
+LOSS_MISTAKES = {
+    "padding_not_ignored": "the padded target positions count in your loss: average only over the positions whose "
+                           "target is not pad_id, as if the pads were not there.",
+    "smoothing_mass_wrong": "your smoothed target spreads the mass differently: this course uses the paper's (and "
+                            "PyTorch's) form, eps / V on EVERY token, so the right token gets 1 - eps + eps / V. "
+                            "(Spreading eps over the V - 1 wrong tokens is another convention, used elsewhere.)",
+    "not_averaged_over_real_tokens": "your loss is not the mean over the real (non-pad) target tokens: divide the "
+                                     "sum of their losses by how many there are, not by the number of all positions "
+                                     "or sentences (and do not return the sum).",
+    "no_smoothing": "your loss is the plain cross-entropy: the target must be smoothed, with eps / V on every token "
+                    "and 1 - eps + eps / V on the right one.",
+    "probabilities_not_log": "your loss uses the probabilities where it needs their logarithm: cross-entropy is "
+                             "minus the sum of target * log_softmax(logits).",
+    "averaged_over_vocabulary": "your loss is divided by the vocabulary size: each position's cross-entropy SUMS "
+                                "target * log-probability over the V tokens; the mean is over the real positions only.",
+    "kl_divergence": "your loss is the KL divergence between the smoothed target and the model, which is the "
+                     "cross-entropy minus the target's entropy: return the cross-entropy itself (the same gradient, "
+                     "but the value is what F.cross_entropy with label_smoothing gives).",
+    "not_differentiable": "the value is right, but it is {kind}: training calls backward() on it, so return the "
+                          "tensor itself, computed from logits (no .item(), no detach, no torch.no_grad()).",
+}
+
+LOSS_CASES = [  # (smoothing, pad_id, V, target rows): rows with different numbers of pads
+    (0.1, 0, 7, [[3, 5, 1, 2, 4], [6, 2, 2, 0, 0], [1, 4, 0, 0, 0]]),
+    (0.3, 2, 5, [[4, 0, 1, 2], [3, 3, 2, 2]]),
+]
+
+
+def _loss_inputs(v: int, rows: list[list[int]], seed: int) -> tuple[torch.Tensor, torch.Tensor]:
+    target = torch.tensor(rows)
+    gen = torch.Generator().manual_seed(seed)
+    logits = 2 * torch.randn(*target.shape, v, generator=gen)
+    return logits, target
+
+
+def _smoothed_terms(logits: torch.Tensor, target: torch.Tensor, eps: float, pad_id: int, *, right: float | None = None,
+                    other: float | None = None, log: bool = True) -> tuple[torch.Tensor, torch.Tensor]:
+    """(per-position cross-entropy (batch, L), keep mask): target mass `right` on the right token, `other` elsewhere."""
+    v = logits.shape[-1]
+    right = 1 - eps + eps / v if right is None else right
+    other = eps / v if other is None else other
+    smoothed = torch.full_like(logits, other).scatter(-1, target.unsqueeze(-1), right)
+    scores = torch.log_softmax(logits, -1) if log else torch.softmax(logits, -1)
+    return -(smoothed * scores).sum(-1), target != pad_id
+
+
+def wrong_losses(logits: torch.Tensor, target: torch.Tensor, eps: float, pad_id: int) -> dict[Any, float]:
+    """The values the common wrong losses give: mistake code (or Known) -> loss."""
+    v = logits.shape[-1]
+    loss, keep = _smoothed_terms(logits, target, eps, pad_id)
+    n = keep.sum()
+    floor = reference_loss_floor(v, eps) if eps > 0 else 0.0
+    masked = (loss * keep).sum()
+    wrong = {
+        "padding_not_ignored": loss.mean(),
+        Known("smoothing_mass_wrong"): _mean(*_smoothed_terms(logits, target, eps, pad_id, right=1 - eps,
+                                                              other=eps / (v - 1))),
+        Known("smoothing_mass_wrong"): _mean(*_smoothed_terms(logits, target, eps, pad_id, right=1 - eps)),
+        Known("not_averaged_over_real_tokens"): masked,
+        Known("not_averaged_over_real_tokens"): masked / keep.numel(),
+        Known("not_averaged_over_real_tokens"): masked / target.shape[0],
+        "no_smoothing": _mean(*_smoothed_terms(logits, target, 0.0, pad_id)),
+        "probabilities_not_log": _mean(*_smoothed_terms(logits, target, eps, pad_id, log=False)),
+        Known("averaged_over_vocabulary"): masked / n / v,
+        Known("averaged_over_vocabulary"): loss.mean() / v,
+        "kl_divergence": masked / n - floor,
+    }
+    return {key: float(value) for key, value in wrong.items()}
+
+
+def _mean(loss: torch.Tensor, keep: torch.Tensor) -> torch.Tensor:
+    return loss[keep].sum() / keep.sum()
+
+
+@exercise("label_smoothing_loss", notebook="06_training", defines="LabelSmoothingLoss",
+          success="correct! Cross-entropy against the smoothed target, over the real tokens.", mistakes=LOSS_MISTAKES)
+def check_label_smoothing_loss(loss_class: Any) -> str:
+    """Check a student's LabelSmoothingLoss(smoothing, pad_id)(logits, target) against the reference."""
+    for seed, (eps, pad_id, v, rows) in enumerate(LOSS_CASES):
+        logits, target = _loss_inputs(v, rows, seed)
+        what = f"LabelSmoothingLoss(smoothing={eps}, pad_id={pad_id})(logits, target)"
+        loss_fn = call(loss_class, smoothing=eps, pad_id=pad_id)
+        student_logits = logits.clone().requires_grad_(True)
+        result = call(loss_fn, student_logits, target.clone())
+        out = to_array(result, what)
+        if out.size != 1:
+            raise generic("wrong_shape", what=what, actual=out.shape, expected="() (one number)",
+                          hint=" Return the mean loss over the non-pad target tokens.")
+        expect_finite(out, what)
+        value = float(out.reshape(()))
+        expected = float(reference_loss(eps, pad_id)(logits, target))
+        if is_close(value, expected, 1e-5):
+            if not (isinstance(result, torch.Tensor) and result.requires_grad):
+                kind = ("a tensor without a gradient" if isinstance(result, torch.Tensor)
+                        else f"a {type(result).__name__}")
+                raise Known("not_differentiable", kind=kind)
+            continue
+        for key, wrong in wrong_losses(logits, target, eps, pad_id).items():
+            if is_close(value, wrong, 1e-5):
+                raise key if isinstance(key, Known) else Known(key)
+        raise Mistake(f"{what} is {value:.6g}, the reference gives {expected:.6g} (vocabulary V={v}, targets "
+                      f"{rows}, pads {pad_id}). The loss is the mean, over the non-pad positions, of minus the sum "
+                      "over the vocabulary of smoothed target * log_softmax(logits).")
+    return f"Checked with {len(LOSS_CASES)} smoothings, pad ids and vocabularies, on batches with pads."
 
 
 # ---------------------------------------------------------------------- greedy decoding
@@ -144,4 +341,6 @@ def check_greedy_decode(greedy_decode_fn: Any) -> str:
                   "the argmax of the last position's logits and append it to the decoder input.")
 
 
-__all__ = ["END", "GREEDY_MISTAKES", "MAX_LEN", "START", "check_greedy_decode", "wrong_decodings"]
+__all__ = ["END", "GREEDY_MISTAKES", "LOSS_CASES", "LOSS_MISTAKES", "LR_CASES", "LR_MISTAKES", "MAX_LEN", "START",
+           "check_greedy_decode", "check_label_smoothing_loss", "check_transformer_lr", "wrong_decodings",
+           "wrong_losses", "wrong_rates"]
