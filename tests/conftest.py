@@ -56,3 +56,14 @@ def solution_source(notebook_name, name):
     notebook = nbformat.read(ROOT / "solutions" / f"{notebook_name}.ipynb", as_version=4)
     cell = _defining_cell(notebook, name)
     return "\n".join(line for line in cell.source.splitlines() if not SOLUTION_MARKER.match(line))
+
+
+def verdict(check, candidate, capsys=None):
+    """A check's verdict: returned as one line, never printed."""
+    from helpers.checks import Verdict
+
+    result = check(candidate)
+    assert isinstance(result, Verdict) and "\n" not in str(result), "a check returns one verdict line"
+    if capsys is not None:
+        assert capsys.readouterr().out == "", "a check prints nothing"
+    return result

@@ -10,16 +10,10 @@ import torch.nn.functional as F
 from torch import nn
 
 import helpers
-from helpers.checks import EXERCISES, Verdict, check_label_smoothing_loss, check_transformer_lr, exercises_in
+from helpers.checks import EXERCISES, check_label_smoothing_loss, check_transformer_lr, exercises_in
 from helpers.checks.training import LOSS_CASES, LR_CASES, _loss_inputs, wrong_losses, wrong_rates
 
-
-def verdict(check, candidate, capsys=None):
-    result = check(candidate)
-    assert isinstance(result, Verdict) and "\n" not in str(result), "a check returns one verdict line"
-    if capsys is not None:
-        assert capsys.readouterr().out == "", "a check prints nothing"
-    return result
+from conftest import verdict
 
 
 def test_registered_in_notebook_order():

@@ -10,22 +10,16 @@ import torch.nn.functional as F
 from torch import nn
 
 import helpers
-from helpers.checks import (EXERCISES, Verdict, check_decoder_layer, check_encoder_layer, check_feed_forward,
+from helpers.checks import (EXERCISES, check_decoder_layer, check_encoder_layer, check_feed_forward,
                             check_greedy_decode, check_layer_norm, check_transformer, exercises_in)
 from helpers.checks.training import END, MAX_LEN, _cuts, _decoding_model, _decoding_source, wrong_decodings
 from helpers.decoding import greedy_decode
 from helpers.transformer import DecoderLayer, EncoderLayer, LayerNorm, PositionwiseFeedForward, Transformer
 
+from conftest import verdict
+
 CHECKS = {"layer_norm": check_layer_norm, "feed_forward": check_feed_forward, "encoder_layer": check_encoder_layer,
           "decoder_layer": check_decoder_layer, "transformer": check_transformer, "greedy_decode": check_greedy_decode}
-
-
-def verdict(check, candidate, capsys=None):
-    result = check(candidate)
-    assert isinstance(result, Verdict) and "\n" not in str(result), "a check returns one verdict line"
-    if capsys is not None:
-        assert capsys.readouterr().out == "", "a check prints nothing"
-    return result
 
 
 def test_registered_for_the_grader():
