@@ -1,5 +1,7 @@
 """Benchmark 1: time of one training step (forward, backward, Adam) of our Transformer against
-nn.Transformer of the same size, at notebook 06's configuration and at the paper's base size.
+nn.Transformer of the same size, at notebook 06's configuration and at the paper's base size, and
+of the classes a student writes in notebook 05 (those of solutions/05_transformer.ipynb, the model
+that notebook 06 trains once the student's checks pass).
 
     .venv/bin/python benchmarks/bench_training_step.py [--repeats 10] [--skip-base]
 
@@ -14,6 +16,7 @@ from __future__ import annotations
 
 import argparse
 import math
+from pathlib import Path
 
 from common import interleaved_medians, save, table
 
@@ -22,6 +25,9 @@ from torch import nn
 
 import helpers
 from helpers.loss import LabelSmoothingLoss
+from helpers.student_code import notebook_parts, student_or_reference
+
+SOLUTION_05 = Path(__file__).resolve().parent.parent / "solutions" / "05_transformer.ipynb"
 
 
 class TorchTransformer(nn.Module):
@@ -75,6 +81,7 @@ CONFIGS = {
 
 def run(repeats: int = 10, skip_base: bool = False) -> dict:
     device = helpers.default_device()
+    students = student_or_reference(SOLUTION_05, notebook_parts("05_transformer")).objects["Transformer"]
     rows = []
     for name, c in CONFIGS.items():
         if skip_base and c["d_model"] == 512:
@@ -88,16 +95,25 @@ def run(repeats: int = 10, skip_base: bool = False) -> dict:
                                    share_embeddings=c["share"]).to(device)
         theirs = TorchTransformer(c["src_vocab"], c["tgt_vocab"], c["d_model"], c["num_heads"], c["num_layers"],
                                   c["d_ff"], 0.1, 64, c["share"]).to(device)
+        torch.manual_seed(0)
+        student = students(c["src_vocab"], c["tgt_vocab"], d_model=c["d_model"], num_heads=c["num_heads"],
+                           num_layers=c["num_layers"], d_ff=c["d_ff"], dropout=0.1, max_len=64,
+                           share_embeddings=c["share"]).to(device)
         n_ours, n_theirs = helpers.count_parameters(ours), helpers.count_parameters(theirs)
         reps = repeats if c["d_model"] < 512 else max(3, repeats // 2)
-        medians = interleaved_medians({"ours": make_step(ours, src, tgt), "torch": make_step(theirs, src, tgt)},
+        medians = interleaved_medians({"ours": make_step(ours, src, tgt), "torch": make_step(theirs, src, tgt),
+                                       "student": make_step(student, src, tgt)},
                                       repeats=reps, warmup=2, device=device)
         rows.append({"configuration": name, "parameters": f"{n_ours:,}", "same_size": n_ours == n_theirs,
                      "ours_ms": round(medians["ours"] * 1000, 1), "torch_ms": round(medians["torch"] * 1000, 1),
-                     "ratio": round(medians["ours"] / medians["torch"], 2), "repeats": reps, "device": device})
+                     "ratio": round(medians["ours"] / medians["torch"], 2),
+                     "student_ms": round(medians["student"] * 1000, 1),
+                     "student_ratio": round(medians["student"] / medians["ours"], 2), "repeats": reps,
+                     "device": device})
     print("Training step (forward + backward + Adam), median of interleaved repeats")
     print(table(rows, [("configuration", "configuration"), ("parameters", "parameters"),
-                       ("ours_ms", "ours ms"), ("torch_ms", "nn.Transformer ms"), ("ratio", "ours / torch")]))
+                       ("ours_ms", "ours ms"), ("torch_ms", "nn.Transformer ms"), ("ratio", "ours / torch"),
+                       ("student_ms", "notebook 05 classes ms"), ("student_ratio", "notebook 05 / ours")]))
     path = save("training_step", {"rows": rows})
     print(f"wrote {path}")
     return {"rows": rows}

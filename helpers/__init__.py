@@ -19,13 +19,14 @@ from .multi_head import (MultiHeadAttention, combine_heads, multi_head_attention
 from .transformer import (PAPER_TABLE3, PAPER_VOCAB_SIZE, Decoder, DecoderLayer, Encoder, EncoderLayer, LayerNorm,
                           PositionwiseFeedForward, Transformer, attention_maps, count_parameters, nn_transformer_logits,
                           parameter_breakdown, to_nn_transformer, to_torch_decoder_layer, to_torch_encoder_layer)
-from .dates import (FORMAT_NAMES, SOURCE_VOCAB, TARGET_VOCAB, DateDataset, encode_sources, encode_targets,
-                    format_date, make_date_dataset)
+from .dates import (FORMAT_NAMES, SOURCE_VOCAB, TARGET_VOCAB, DateDataset, decode_targets, encode_sources,
+                    encode_targets, format_date, format_of, make_date_dataset)
 from .schedule import scheduled_lr, transformer_lr
 from .loss import LabelSmoothingLoss, loss_floor
-from .training import TrainConfig, default_device
+from .training import Recipe, TrainConfig, default_device
 from .decoding import beam_search, exact_match, greedy_decode, predict
 from .checkpoints import train_or_load
+from .student_code import your_recipe, yours_or_reference
 
 # Pictures, and the check of every exercise (check_<exercise name>)
 from .plots import (plot_attention, plot_cross_attention, plot_dimensions, plot_encoding, plot_heads, plot_history,

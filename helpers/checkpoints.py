@@ -3,10 +3,11 @@
 The cache lives in ``<repository>/.cache/checkpoints`` (git-ignored), or in the folder named by the
 environment variable ``TFS_CACHE_DIR``. A checkpoint's name is a hash of everything that decides its
 weights: the training configuration (seed included), the data set and the source code of the
-modules that build and train the model. Change any of them and the model is trained again; pass
+modules that build and train the model, and the fingerprint of the student's own code when notebook
+06 trains it (a Recipe from helpers.student_code.your_recipe). Change any of them and the model is trained again; pass
 ``retrain=True`` (or set ``TFS_RETRAIN=1``) to retrain anyway.
 
-    train_or_load(config, data)   the trained model: from the cache, or trained now and saved
+    train_or_load(config, data, recipe)   the trained model: from the cache, or trained now and saved
 """
 
 from __future__ import annotations
@@ -20,7 +21,7 @@ from pathlib import Path
 import torch
 
 from .dates import DateDataset
-from .training import History, ShuffledBatches, TrainConfig, build_model, default_device, train_model
+from .training import REFERENCE, History, Recipe, ShuffledBatches, TrainConfig, build_model, default_device, train_model
 from .transformer import Transformer
 
 
@@ -39,9 +40,10 @@ def cache_dir() -> Path:
     return Path.home() / ".cache" / "transformers-from-scratch"
 
 
-def checkpoint_key(config: TrainConfig, data: DateDataset) -> str:
+def checkpoint_key(config: TrainConfig, data: DateDataset, recipe: Recipe = REFERENCE) -> str:
     """A hash of the configuration, the data and the code: equal keys mean equal training runs."""
     h = hashlib.sha256(json.dumps(config.to_dict(), sort_keys=True).encode())
+    h.update(recipe.fingerprint.encode())  # the student's code in use; "" for the reference
     h.update(data.fingerprint().encode())
     here = Path(__file__).resolve().parent
     for name in _CODE_MODULES:
@@ -50,8 +52,8 @@ def checkpoint_key(config: TrainConfig, data: DateDataset) -> str:
     return h.hexdigest()[:16]
 
 
-def checkpoint_path(config: TrainConfig, data: DateDataset) -> Path:
-    return cache_dir() / f"dates-{checkpoint_key(config, data)}.pt"
+def checkpoint_path(config: TrainConfig, data: DateDataset, recipe: Recipe = REFERENCE) -> Path:
+    return cache_dir() / f"dates-{checkpoint_key(config, data, recipe)}.pt"
 
 
 @dataclass
@@ -70,16 +72,19 @@ class TrainResult:
                 "Pass retrain=True to train again.")
 
 
-def train_or_load(config: TrainConfig, data: DateDataset, retrain: bool = False, device: str | None = None,
-                  progress: bool = True) -> TrainResult:
+def train_or_load(config: TrainConfig, data: DateDataset, recipe: Recipe = REFERENCE, retrain: bool = False,
+                  device: str | None = None, progress: bool = True) -> TrainResult:
     """Load the checkpoint of (config, data, code) from the cache, or train and save it.
 
+    recipe names the model class, the schedule and the loss that train (the reference by default).
     retrain=True, or the environment variable TFS_RETRAIN=1, trains even when a checkpoint exists.
     """
     device = device or default_device()
-    path = checkpoint_path(config, data)
+    if not isinstance(recipe, Recipe):
+        raise ValueError(f"recipe must be a helpers.training.Recipe, got {type(recipe).__name__}")
+    path = checkpoint_path(config, data, recipe)
     retrain = retrain or os.environ.get("TFS_RETRAIN", "") not in ("", "0")
-    model = build_model(config)
+    model = build_model(config, recipe)
     if path.exists() and not retrain:
         try:
             saved = torch.load(path, map_location=device, weights_only=True)
@@ -89,7 +94,7 @@ def train_or_load(config: TrainConfig, data: DateDataset, retrain: bool = False,
         except Exception:  # a corrupt or outdated file: train again
             pass
     batches = ShuffledBatches(data.train, config.batch_size, seed=config.seed)
-    history = train_model(model, batches, config, device=device, progress=progress)
+    history = train_model(model, batches, config, device=device, progress=progress, recipe=recipe)
     try:
         path.parent.mkdir(parents=True, exist_ok=True)
         tmp = path.with_suffix(f".tmp{os.getpid()}")

@@ -169,6 +169,21 @@ def format_date(date: dt.date, fmt: int | str, zero_pad: bool = False) -> str:
     return FORMATS[fmt][2](date, bool(zero_pad))
 
 
+def format_of(source: str, target: str) -> str:
+    """The name of the format (one of FORMAT_NAMES) in which source writes the ISO date target.
+
+    format_of("21/11/2026", "2026-11-21") == "21/11/2026"; format_of("Nov 21, 2026", ...) == "Nov 21, 2026".
+    """
+    try:
+        date = dt.date.fromisoformat(target)
+    except (TypeError, ValueError):
+        raise ValueError(f"target must be an ISO date 'YYYY-MM-DD', got {target!r}") from None
+    for index, name in enumerate(FORMAT_NAMES):
+        if source in (format_date(date, index), format_date(date, index, zero_pad=True)):
+            return name
+    raise ValueError(f"source {source!r} is not {target} written in any of the FORMATS")
+
+
 def random_written_date(date: dt.date, rng: random.Random) -> str:
     """One written form of `date`: a random format, zero-padded half of the time."""
     return format_date(date, rng.randrange(len(FORMATS)), zero_pad=rng.random() < 0.5)
@@ -262,5 +277,5 @@ def decode_targets(ids: torch.Tensor, vocab: Vocabulary = TARGET_VOCAB) -> list[
 
 __all__ = ["BOS", "EOS", "FIRST_DATE", "FORMATS", "FORMAT_NAMES", "LAST_DATE", "PAD", "SOURCE_CHARS",
            "SOURCE_VOCAB", "TARGET_CHARS", "TARGET_LENGTH", "TARGET_VOCAB", "UNK", "DateDataset", "Vocabulary",
-           "decode_targets", "encode_sources", "encode_targets", "format_date", "make_date_dataset",
+           "decode_targets", "encode_sources", "encode_targets", "format_date", "format_of", "make_date_dataset",
            "random_written_date"]

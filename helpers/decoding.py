@@ -175,14 +175,24 @@ def _check_model(model) -> None:
         raise ValueError(f"model must be a Transformer (encode, decode, make_src_mask), got {type(model).__name__}")
 
 
+def _max_len(model: nn.Module) -> int:
+    """The longest decoder input: the model's max_len (the rows of its positional encoding)."""
+    return getattr(model, "max_len", None) or model.positional.pe.shape[0]
+
+
+def _tgt_vocab_size(model: nn.Module) -> int:
+    """The target vocabulary: the output size of the model's final projection (the student's models too)."""
+    return getattr(model, "tgt_vocab_size", None) or model.generator.out_features
+
+
 def _start_decoding(model: Transformer, src: torch.Tensor, max_len, start_id, end_id, use_cache, repeats: int = 1):
     """Check the arguments, encode src once; -> (the step decoder over repeats copies of each row, max_len)."""
     _check_model(model)
     max_len = positive_int(max_len, "max_len")
-    if max_len > model.max_len:
-        raise ValueError(f"max_len must be at most the model's max_len={model.max_len} (the decoder input holds the "
+    if max_len > _max_len(model):
+        raise ValueError(f"max_len must be at most the model's max_len={_max_len(model)} (the decoder input holds the "
                          f"start token and max_len - 1 generated tokens), got {max_len}")
-    vocab = model.tgt_vocab_size
+    vocab = _tgt_vocab_size(model)
     if isinstance(start_id, bool) or not isinstance(start_id, numbers.Integral) or not 0 <= start_id < vocab:
         raise ValueError(f"start_id must be a token id in [0, tgt_vocab_size={vocab}), got {start_id!r}")
     if isinstance(end_id, bool) or not isinstance(end_id, numbers.Integral):
@@ -262,8 +272,9 @@ def beam_search(model: Transformer, src: torch.Tensor, beam_size: int, max_len: 
     if not isinstance(return_scores, bool):
         raise ValueError(f"return_scores must be True or False, got {return_scores!r}")
     _check_model(model)
-    if isinstance(end_id, bool) or not isinstance(end_id, numbers.Integral) or not 0 <= end_id < model.tgt_vocab_size:
-        raise ValueError(f"end_id must be a token id in [0, tgt_vocab_size={model.tgt_vocab_size}), got {end_id!r}")
+    vocab = _tgt_vocab_size(model)
+    if isinstance(end_id, bool) or not isinstance(end_id, numbers.Integral) or not 0 <= end_id < vocab:
+        raise ValueError(f"end_id must be a token id in [0, tgt_vocab_size={vocab}), got {end_id!r}")
     k = int(beam_size)
     with torch.no_grad():
         decoder, max_len = _start_decoding(model, src, max_len, start_id, end_id, use_cache, repeats=k)
@@ -321,13 +332,19 @@ def beam_search(model: Transformer, src: torch.Tensor, beam_size: int, max_len: 
 
 # ---------------------------------------------------------------------- whole strings
 def predict(model: Transformer, texts: Sequence[str], batch_size: int = 500, device: str | None = None,
-            method: str = "greedy", beam_size: int = 4, alpha: float = 0.6, use_cache: bool = False) -> list[str]:
+            method: str = "greedy", beam_size: int = 4, alpha: float = 0.6, use_cache: bool = False,
+            decode_fn=None) -> list[str]:
     """Written dates -> the model's ISO strings, in eval mode.
 
     method="greedy" (greedy_decode) or "beam" (beam_search with beam_size and alpha; beam_size=1 is greedy).
+    decode_fn(model, src, max_len, start_id, end_id), if given, decodes instead of greedy_decode (notebook
+    06 passes the student's own greedy_decode once its check passes).
     """
     if method not in ("greedy", "beam"):
         raise ValueError(f"method must be 'greedy' or 'beam', got {method!r}")
+    if decode_fn is not None and (method != "greedy" or not callable(decode_fn)):
+        raise ValueError("decode_fn must be a function (model, src, max_len, start_id, end_id), used with "
+                         f"method='greedy'; got {decode_fn!r} with method={method!r}")
     if isinstance(texts, str):
         texts = [texts]
     batch_size = positive_int(batch_size, "batch_size")
@@ -337,7 +354,9 @@ def predict(model: Transformer, texts: Sequence[str], batch_size: int = 500, dev
     bos, eos = TARGET_VOCAB.bos_id, TARGET_VOCAB.eos_id
     for start in range(0, len(texts), batch_size):
         src = encode_sources(texts[start:start + batch_size]).to(device)
-        if method == "greedy":
+        if decode_fn is not None:
+            ids = decode_fn(model, src, TARGET_LENGTH + 1, bos, eos)
+        elif method == "greedy":
             ids = greedy_decode(model, src, TARGET_LENGTH + 1, bos, eos, use_cache=use_cache)
         else:
             ids = beam_search(model, src, beam_size, TARGET_LENGTH + 1, bos, eos, alpha, use_cache=use_cache)
@@ -348,7 +367,7 @@ def predict(model: Transformer, texts: Sequence[str], batch_size: int = 500, dev
 def exact_match(model: Transformer, pairs: Sequence[tuple[str, str]], batch_size: int = 500, **decoding) -> float:
     """The fraction of pairs whose whole predicted string equals the target.
 
-    decoding: predict's method, beam_size, alpha, use_cache (default: greedy decoding).
+    decoding: predict's method, beam_size, alpha, use_cache, decode_fn (default: greedy decoding).
     """
     predictions = predict(model, [s for s, _ in pairs], batch_size, **decoding)
     return sum(p == t for p, (_, t) in zip(predictions, pairs)) / max(len(pairs), 1)

@@ -6,6 +6,13 @@ reference while it is not, so that one unfinished exercise never blocks the rest
 
     load_definitions(path)                the imports, functions and classes of a saved notebook
     student_or_reference(path, parts)     per part, the student's version if its check passes, else ours
+    notebook_parts(notebook)              the parts of a notebook's exercises, read from the exercise registry
+    your_recipe(path, **own)              the training Recipe of notebook 06: the student's model classes
+                                          (from notebook 05), schedule and loss wherever their checks pass
+
+A part that falls back to the reference also replaces the student's version inside the loaded
+namespace, so the student's later classes are built on the reference (a student's EncoderLayer
+whose LayerNorm is not right yet trains with the reference LayerNorm).
 
 Only ``import`` statements and ``def``/``class`` statements are taken from the notebook's code
 cells (in order, as the student saved them): no other statement runs, so loading a notebook
@@ -17,13 +24,15 @@ from __future__ import annotations
 
 import ast
 import hashlib
+import inspect
+import textwrap
 from dataclasses import dataclass, field
 from pathlib import Path
 from typing import Any, Callable
 
 import nbformat
 
-from .checks.harness import silenced
+from .checks.harness import EXERCISES, silenced
 
 PRELUDE = "import math\nimport numpy as np\nimport torch\nfrom torch import nn\nimport torch.nn.functional as F\n"
 KEPT = (ast.Import, ast.ImportFrom, ast.FunctionDef, ast.AsyncFunctionDef, ast.ClassDef)
@@ -82,6 +91,37 @@ def load_definitions(path: str | Path) -> Definitions:
     return found
 
 
+def normalized(source: str) -> str:
+    """The code of source without its comments, docstrings and layout: equal for equal code.
+
+    So two notebooks whose code differs only in comments, docstrings or spacing (the English and
+    the Spanish edition, say) share one trained checkpoint.
+    """
+    try:
+        tree = ast.parse(textwrap.dedent(source))
+    except SyntaxError:
+        return source
+    for node in ast.walk(tree):
+        body = getattr(node, "body", None)
+        if (isinstance(node, (ast.FunctionDef, ast.AsyncFunctionDef, ast.ClassDef, ast.Module)) and body
+                and isinstance(body[0], ast.Expr) and isinstance(body[0].value, ast.Constant)
+                and isinstance(body[0].value.value, str)):
+            node.body = body[1:] or [ast.Pass()]
+    return ast.unparse(tree)
+
+
+def source_of(obj: Any) -> str:
+    """The source of a function, or of every method of a class, defined in a notebook or a module."""
+    try:
+        if inspect.isclass(obj):
+            methods = [value for _, value in sorted(vars(obj).items()) if inspect.isfunction(value)]
+            return f"class {obj.__name__}\n" + "\n".join(inspect.getsource(m) for m in methods)
+        return inspect.getsource(obj)
+    except (OSError, TypeError):  # no source to read (a built-in, or code typed at a prompt)
+        code = getattr(obj, "__code__", None)
+        return repr(code.co_code) if code is not None else repr(obj)
+
+
 @dataclass
 class Choice:
     """Which version of each part is used: the student's (their check passed) or the reference."""
@@ -90,12 +130,14 @@ class Choice:
     origin: dict[str, str]  # name -> "yours" or "reference"
     reasons: dict[str, str]  # name -> the verdict line, or why the student's version was not used
     sources: dict[str, str]  # name -> the student's source, for the parts that are theirs
+    namespace: dict[str, Any] = field(default_factory=dict, repr=False)  # the loaded notebook, references swapped in
 
     def fingerprint(self) -> str:
-        """A short hash of the student's code in use: equal fingerprints mean the same code."""
+        """A short hash of the student's code in use: equal fingerprints mean the same code (comments,
+        docstrings and layout aside)."""
         digest = hashlib.sha256()
         for name in sorted(self.sources):
-            digest.update(f"{name}\n{self.sources[name]}\n".encode())
+            digest.update(f"{name}\n{normalized(self.sources[name])}\n".encode())
         return digest.hexdigest()[:16]
 
     def describe(self) -> str:
@@ -112,6 +154,10 @@ def student_or_reference(path: str | Path, parts: dict[str, tuple[Callable, Any]
     when its check passes, else the reference. A missing or unreadable notebook falls back to the
     reference for every part.
 
+    The parts are checked in the order given. A part that falls back to the reference replaces the
+    student's version in the loaded namespace before the next part is checked, so later parts that
+    use it (by its name) are checked, and run, with the reference.
+
     The checks run silenced: they neither log to the grader nor raise under nbgrader, since they
     grade another notebook's exercises.
     """
@@ -126,6 +172,7 @@ def student_or_reference(path: str | Path, parts: dict[str, tuple[Callable, Any]
         objects[name], origin[name] = reference, "reference"
         if name not in found.sources:
             reasons[name] = f"{Path(path).name} defines no {name}"
+            found.namespace[name] = reference
             continue
         with silenced():
             verdict = check(found.namespace[name])
@@ -133,8 +180,87 @@ def student_or_reference(path: str | Path, parts: dict[str, tuple[Callable, Any]
             objects[name], origin[name], sources[name] = found.namespace[name], "yours", found.sources[name]
             reasons[name] = f"its check passes, from {Path(path).name}"
         else:
-            reasons[name] = f"its check does not pass yet: {verdict.message}"
-    return Choice(objects, origin, reasons, sources)
+            reasons[name] = _not_yet(verdict)
+            found.namespace[name] = reference
+    return Choice(objects, origin, reasons, sources, found.namespace)
 
 
-__all__ = ["Choice", "Definitions", "load_definitions", "student_or_reference"]
+def _not_yet(verdict) -> str:
+    """Why the student's version is not used, in a few words: not written yet, or the hint's first sentence."""
+    if verdict.status == "todo":
+        return "not written yet"
+    first = verdict.message.split(". ")[0].rstrip(".")
+    return f"its check does not pass yet ({first})"
+
+
+def notebook_parts(notebook: str) -> dict[str, tuple[Callable, Any]]:
+    """{name the student defines: (its check, the reference from helpers)} for each exercise of a notebook,
+    in the notebook's order, read from the exercise registry; e.g. notebook_parts("05_transformer")."""
+    import helpers
+
+    parts = {ex.defines: (ex.check, getattr(helpers, ex.defines)) for ex in EXERCISES.values()
+             if ex.notebook == notebook}
+    if not parts:
+        raise ValueError(f"notebook must name a notebook with exercises, e.g. '05_transformer', got {notebook!r}")
+    return parts
+
+
+def yours_or_reference(obj: Any, defines: str | None = None) -> tuple[Any, str]:
+    """(obj, "your") when the check of the exercise that defines obj passes (silenced), else
+    (the reference from helpers, "the reference"). defines defaults to obj.__name__."""
+    import helpers
+
+    name = defines or getattr(obj, "__name__", "")
+    exercise = next((ex for ex in EXERCISES.values() if ex.defines == name), None)
+    if exercise is None:
+        raise ValueError(f"defines must name what an exercise defines (e.g. 'greedy_decode'), got {name!r}")
+    with silenced():
+        verdict = exercise.check(obj)
+    return (obj, "your") if verdict else (getattr(helpers, name), "the reference")
+
+
+def your_recipe(model_notebook: str | Path = "05_transformer.ipynb", **own: Any):
+    """The training Recipe of notebook 06, built from the student's code wherever its check passes.
+
+    model_notebook: the saved notebook 05, whose LayerNorm, PositionwiseFeedForward, EncoderLayer,
+    DecoderLayer and Transformer are loaded (see student_or_reference). own: this notebook's own
+    parts by name, transformer_lr=... and LabelSmoothingLoss=..., each checked (silenced) and used
+    when it passes. The model class is the student's Transformer when its check passes, built on
+    whichever layers passed; otherwise the reference Transformer, which is built from the reference
+    layers only, so none of the student's layers trains.
+    """
+    from .training import Recipe
+
+    choice = student_or_reference(model_notebook, notebook_parts("05_transformer"))
+    origin, reasons, sources = dict(choice.origin), dict(choice.reasons), dict(choice.sources)
+    if choice.origin["Transformer"] != "yours":
+        for name in origin:
+            if origin[name] == "yours" and name != "Transformer":
+                origin[name], reasons[name] = "reference", "its check passes, but only your Transformer would use it"
+                sources.pop(name)
+    used = {"transformer_lr": None, "LabelSmoothingLoss": None}
+    own_parts = notebook_parts("06_training")
+    for name, obj in own.items():
+        if name not in used:
+            raise ValueError(f"own parts must be transformer_lr= and LabelSmoothingLoss=, got {name}=")
+        check, reference = own_parts[name]
+        with silenced():
+            verdict = check(obj)
+        if verdict:
+            used[name], origin[name], reasons[name] = obj, "yours", "its check passes, in this notebook"
+            sources[name] = source_of(obj)
+        else:
+            origin[name], reasons[name] = "reference", _not_yet(verdict)
+    digest = Choice({}, {}, {}, sources).fingerprint() if sources else ""
+    import helpers
+
+    recipe = Recipe(model_class=choice.objects["Transformer"] if origin["Transformer"] == "yours"
+                    else helpers.Transformer,
+                    transformer_lr=used["transformer_lr"] or helpers.transformer_lr,
+                    loss_class=used["LabelSmoothingLoss"] or helpers.LabelSmoothingLoss,
+                    fingerprint=digest, origin=origin, reasons=reasons)
+    return recipe
+
+
+__all__ = ["Choice", "Definitions", "load_definitions", "normalized", "notebook_parts", "source_of",
+           "student_or_reference", "your_recipe", "yours_or_reference"]

@@ -1,7 +1,8 @@
 """Training the Transformer of notebook 06: the configuration, the batches and the loop.
 
     TrainConfig(...)                       everything that decides the trained weights
-    build_model(config)                    a seeded Transformer of the configuration's size
+    Recipe(...)                            which classes and functions train: the reference, or the student's
+    build_model(config, recipe)            a seeded Transformer of the configuration's size
     ShuffledBatches(pairs, ...)            endless batches of randomly drawn pairs
     train_model(model, batches, config)    Adam(0.9, 0.98, 1e-9) + the schedule, with a progress bar
 
@@ -47,6 +48,7 @@ class TrainConfig:
     lr_factor: float = 1.0
     cooldown: float = 0.0
     label_smoothing: float = 0.1
+    positional_encoding: bool = True  # False: the ablation of notebook 06, the encoding replaced by zeros
     seed: int = 0
 
     def __post_init__(self) -> None:
@@ -61,6 +63,8 @@ class TrainConfig:
         cooldown = self.cooldown
         if isinstance(cooldown, bool) or not isinstance(cooldown, (int, float)) or not 0 <= cooldown <= 1:
             raise ValueError(f"cooldown must be a fraction of the steps in [0, 1], got {self.cooldown!r}")
+        if not isinstance(self.positional_encoding, bool):
+            raise ValueError(f"positional_encoding must be True or False, got {self.positional_encoding!r}")
         if isinstance(self.seed, bool) or not isinstance(self.seed, int):
             raise ValueError(f"seed must be an integer, got {self.seed!r}")
 
@@ -78,13 +82,56 @@ NOTEBOOK_CONFIG = TrainConfig(d_model=64, num_heads=4, num_layers=2, d_ff=256, d
 NOTEBOOK_DATA = dict(n_train=60_000, n_valid=1_000, n_test=2_000, seed=0)
 
 
-def build_model(config: TrainConfig, src_vocab_size: int = len(SOURCE_VOCAB),
+@dataclass(frozen=True)
+class Recipe:
+    """The code that trains: the model class, the schedule function and the loss class.
+
+    The reference by default; notebook 06 passes the student's own classes and functions once their
+    checks pass (helpers.student_code.your_recipe). fingerprint identifies the student's code in use
+    ("" for the reference alone), so the checkpoint cache trains afresh when that code changes.
+    transformer_lr(step, d_model, warmup) is the paper's formula; lr_factor and the cool-down are
+    applied around it (scheduled_lr).
+    """
+
+    model_class: type = Transformer
+    transformer_lr: Callable[[int, int, int], float] = transformer_lr
+    loss_class: type = LabelSmoothingLoss
+    fingerprint: str = ""
+    origin: dict[str, str] = field(default_factory=dict)  # part name -> "yours" or "reference"
+    reasons: dict[str, str] = field(default_factory=dict)  # part name -> why
+
+    def describe(self) -> str:
+        """Whose code trains: one summary line, then one line per part and why."""
+        yours = [name for name, who in self.origin.items() if who == "yours"]
+        theirs = [name for name, who in self.origin.items() if who != "yours"]
+        if not yours:
+            lines = ["Training the reference code from helpers" + (": " + ", ".join(theirs) if theirs else "") + "."]
+        else:
+            lines = ["Training YOUR code: " + ", ".join(yours)
+                     + ("; from helpers: " + ", ".join(theirs) + "." if theirs else ".")]
+        for name, who in self.origin.items():
+            mark = "yours    " if who == "yours" else "reference"
+            lines.append(f"  {mark}  {name}: {self.reasons.get(name, '')}".rstrip())
+        return "\n".join(lines)
+
+
+REFERENCE = Recipe()
+
+
+def build_model(config: TrainConfig, recipe: Recipe = REFERENCE, src_vocab_size: int = len(SOURCE_VOCAB),
                 tgt_vocab_size: int = len(TARGET_VOCAB), max_len: int = 64) -> Transformer:
-    """A Transformer of the configuration's size, initialised from config.seed."""
+    """A Transformer (recipe.model_class) of the configuration's size, initialised from config.seed.
+
+    With config.positional_encoding=False the positional encoding is replaced by zeros: the model
+    then sees its inputs as a bag of tokens (the ablation of notebook 06).
+    """
     torch.manual_seed(config.seed)
-    return Transformer(src_vocab_size, tgt_vocab_size, d_model=config.d_model, num_heads=config.num_heads,
-                       num_layers=config.num_layers, d_ff=config.d_ff, dropout=config.dropout, max_len=max_len,
-                       pad_id=SOURCE_VOCAB.pad_id, norm_first=config.norm_first)
+    model = recipe.model_class(src_vocab_size, tgt_vocab_size, d_model=config.d_model, num_heads=config.num_heads,
+                               num_layers=config.num_layers, d_ff=config.d_ff, dropout=config.dropout,
+                               max_len=max_len, pad_id=SOURCE_VOCAB.pad_id, norm_first=config.norm_first)
+    if not config.positional_encoding:
+        model.positional.pe.zero_()
+    return model
 
 
 class ShuffledBatches:
@@ -133,16 +180,17 @@ class History:
         return asdict(self)
 
 
-def make_optimizer(model: nn.Module, config: TrainConfig):
+def make_optimizer(model: nn.Module, config: TrainConfig, recipe: Recipe = REFERENCE):
     """Adam with the paper's betas (0.9, 0.98) and eps 1e-9, and scheduled_lr as a LambdaLR."""
     optimizer = torch.optim.Adam(model.parameters(), lr=1.0, betas=(0.9, 0.98), eps=1e-9)
-    schedule = torch.optim.lr_scheduler.LambdaLR(optimizer, lambda i: scheduled_lr(i + 1, config))
+    schedule = torch.optim.lr_scheduler.LambdaLR(
+        optimizer, lambda i: scheduled_lr(i + 1, config, recipe.transformer_lr))
     return optimizer, schedule
 
 
 def train_model(model: Transformer, batches: Iterator, config: TrainConfig, device: str | None = None,
                 progress: bool = True, callback: Callable[[int, Transformer], bool] | None = None,
-                callback_every: int = 100) -> History:
+                callback_every: int = 100, recipe: Recipe = REFERENCE) -> History:
     """Train for config.steps steps with teacher forcing; return the History.
 
     Each step: the decoder reads tgt[:, :-1] (<s> and the first characters) and is scored on
@@ -151,8 +199,8 @@ def train_model(model: Transformer, batches: Iterator, config: TrainConfig, devi
     """
     device = device or default_device()
     model.to(device).train()
-    optimizer, schedule = make_optimizer(model, config)
-    loss_fn = LabelSmoothingLoss(config.label_smoothing, TARGET_VOCAB.pad_id)
+    optimizer, schedule = make_optimizer(model, config, recipe)
+    loss_fn = recipe.loss_class(config.label_smoothing, TARGET_VOCAB.pad_id)
     history = History(device=str(device), threads=torch.get_num_threads())
     iterator = iter(batches)
     bar = None
@@ -190,5 +238,6 @@ def train_model(model: Transformer, batches: Iterator, config: TrainConfig, devi
     return history
 
 
-__all__ = ["NOTEBOOK_CONFIG", "NOTEBOOK_DATA", "History", "ShuffledBatches", "TrainConfig", "build_model",
+__all__ = ["NOTEBOOK_CONFIG", "NOTEBOOK_DATA", "REFERENCE", "History", "Recipe", "ShuffledBatches", "TrainConfig",
+           "build_model",
            "default_device", "make_optimizer", "train_model"]

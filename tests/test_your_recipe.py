@@ -1,0 +1,184 @@
+"""Notebook 06 trains the student's own code: the recipe, its fingerprint, and the model built from it."""
+
+import dataclasses
+import json
+
+import nbformat
+import pytest
+import torch
+
+import helpers
+from helpers.checkpoints import checkpoint_key, train_or_load
+from helpers.dates import make_date_dataset
+from helpers.schedule import scheduled_lr
+from helpers.student_code import normalized, your_recipe, yours_or_reference
+from helpers.training import REFERENCE, Recipe, TrainConfig, build_model
+
+from conftest import ROOT
+
+SOLVED, PRISTINE = ROOT / "solutions" / "05_transformer.ipynb", ROOT / "notebooks" / "05_transformer.ipynb"
+MODEL_PARTS = ["LayerNorm", "PositionwiseFeedForward", "EncoderLayer", "DecoderLayer", "Transformer"]
+TINY = TrainConfig(d_model=16, num_heads=2, num_layers=1, d_ff=32, batch_size=32, steps=3, warmup=2, dropout=0.0)
+
+
+def edited(tmp_path, old, new, name="05_transformer.ipynb"):
+    """A copy of the solved notebook 05 with one piece of code replaced (a student's variant)."""
+    notebook = nbformat.read(SOLVED, as_version=4)
+    hits = [cell for cell in notebook.cells if cell.cell_type == "code" and old in cell.source]
+    assert len(hits) == 1, f"{old!r} must occur in exactly one cell"
+    hits[0].source = hits[0].source.replace(old, new)
+    path = tmp_path / name
+    nbformat.write(notebook, path)
+    return path
+
+
+@pytest.fixture(scope="module")
+def solved():
+    return your_recipe(SOLVED)
+
+
+def test_a_solved_notebook_05_trains_the_students_classes(solved):
+    assert [solved.origin[name] for name in MODEL_PARTS] == ["yours"] * 5
+    assert solved.model_class is not helpers.Transformer
+    assert solved.model_class.__module__ == "notebook_05_transformer"
+    assert solved.fingerprint and solved.describe().startswith("Training YOUR code: LayerNorm,")
+    model = build_model(TINY, solved)
+    assert type(model) is solved.model_class
+    assert type(model.encoder.layers[0].norm1).__module__ == "notebook_05_transformer"  # the student's LayerNorm
+
+
+def test_a_pristine_notebook_05_trains_the_reference():
+    recipe = your_recipe(PRISTINE)
+    assert set(recipe.origin.values()) == {"reference"} and recipe.fingerprint == ""
+    assert recipe.model_class is helpers.Transformer
+    assert "not written yet" in recipe.describe()
+
+
+def test_a_failing_layer_norm_is_replaced_inside_the_students_layers(tmp_path):
+    path = edited(tmp_path, "var = ((x - mean) ** 2).mean(dim=-1, keepdim=True)",
+                  "var = x.var(dim=-1, keepdim=True)")  # the unbiased variance: a known mistake
+    recipe = your_recipe(path)
+    assert recipe.origin["LayerNorm"] == "reference" and "unbiased" in recipe.reasons["LayerNorm"].lower()
+    assert recipe.origin["EncoderLayer"] == "yours" and recipe.origin["Transformer"] == "yours"
+    model = build_model(TINY, recipe)
+    assert type(model.encoder.layers[0].norm1) is helpers.LayerNorm
+    assert type(model.encoder.layers[0]).__module__ == "notebook_05_transformer"
+
+
+def test_without_the_students_transformer_none_of_their_layers_trains(tmp_path):
+    path = edited(tmp_path, "x = self.positional(self.src_embed(src) * math.sqrt(self.d_model))",
+                  "x = self.positional(self.src_embed(src))")  # no sqrt(d_model)
+    recipe = your_recipe(path)
+    assert recipe.model_class is helpers.Transformer
+    assert set(recipe.origin.values()) == {"reference"} and recipe.fingerprint == ""
+    assert "only your Transformer would use it" in recipe.reasons["LayerNorm"]
+
+
+def test_the_fingerprint_follows_the_code_not_its_comments(tmp_path, solved):
+    commented = your_recipe(edited(tmp_path, "mean = x.mean(dim=-1, keepdim=True)",
+                                   "mean = x.mean(dim=-1, keepdim=True)  # un comentario en español"))
+    assert commented.fingerprint == solved.fingerprint
+    other = your_recipe(edited(tmp_path, "mean = x.mean(dim=-1, keepdim=True)", "mean = x.mean(-1, keepdim=True)"))
+    assert other.origin["LayerNorm"] == "yours" and other.fingerprint != solved.fingerprint
+    data = make_date_dataset(n_train=64, n_valid=8, n_test=8)
+    keys = {checkpoint_key(TINY, data, r) for r in (REFERENCE, solved, other)}
+    assert len(keys) == 3, "a changed implementation must train afresh"
+
+
+def test_normalized_drops_docstrings_comments_and_layout():
+    a = 'def f(x):\n    """Doc."""\n    # note\n    return x  + 1\n'
+    b = 'def f(x):\n    """Otra documentación."""\n    return x + 1  # nota\n'
+    assert normalized(a) == normalized(b) != normalized(a.replace("+ 1", "+ 2"))
+
+
+def test_the_students_schedule_and_loss_are_used_when_their_checks_pass():
+    def transformer_lr(step, d_model, warmup):
+        return d_model ** -0.5 * min(step ** -0.5, step * warmup ** -1.5)
+
+    def wrong_lr(step, d_model, warmup):
+        return d_model ** -0.5 * min(step ** -0.5, step * warmup ** -0.5)
+
+    recipe = your_recipe(PRISTINE, transformer_lr=transformer_lr, LabelSmoothingLoss=helpers.LabelSmoothingLoss)
+    assert recipe.transformer_lr is transformer_lr and recipe.origin["transformer_lr"] == "yours"
+    assert recipe.fingerprint, "the student's schedule is part of the cache key"
+    config = TrainConfig(steps=600, warmup=200, lr_factor=0.5, cooldown=0.4)
+    for step in (1, 200, 500, 600):
+        assert scheduled_lr(step, config, transformer_lr) == pytest.approx(scheduled_lr(step, config))
+    wrong = your_recipe(PRISTINE, transformer_lr=wrong_lr)
+    assert wrong.transformer_lr is helpers.transformer_lr and wrong.origin["transformer_lr"] == "reference"
+    with pytest.raises(ValueError, match="own parts"):
+        your_recipe(PRISTINE, greedy=transformer_lr)
+
+
+def test_train_or_load_trains_the_recipes_model(tmp_path, monkeypatch, solved):
+    monkeypatch.setenv("TFS_CACHE_DIR", str(tmp_path))
+    data = make_date_dataset(n_train=64, n_valid=8, n_test=8)
+    result = train_or_load(TINY, data, recipe=solved, device="cpu", progress=False)
+    assert result.trained and type(result.model) is solved.model_class
+    again = train_or_load(TINY, data, recipe=solved, device="cpu", progress=False)
+    assert not again.trained and type(again.model) is solved.model_class
+    for a, b in zip(result.model.state_dict().values(), again.model.state_dict().values()):
+        assert torch.equal(a, b)
+    assert helpers.predict(again.model, ["21/11/2026"], method="beam", use_cache=True)  # decoding works on it
+    with pytest.raises(ValueError, match="recipe"):
+        train_or_load(TINY, data, recipe="yours", device="cpu", progress=False)
+
+
+def test_yours_or_reference_picks_by_the_check():
+    assert yours_or_reference(helpers.greedy_decode) == (helpers.greedy_decode, "your")
+
+    def greedy_decode(model, src, max_len, start_id, end_id):
+        raise NotImplementedError()
+
+    assert yours_or_reference(greedy_decode) == (helpers.greedy_decode, "the reference")
+    with pytest.raises(ValueError, match="defines"):
+        yours_or_reference(print)
+
+
+def test_predict_rejects_a_decode_fn_with_beam_search():
+    model = build_model(TINY).eval()
+    with pytest.raises(ValueError, match="decode_fn"):
+        helpers.predict(model, ["1/1/2000"], method="beam", decode_fn=helpers.greedy_decode)
+    assert helpers.predict(model, ["1/1/2000"], decode_fn=helpers.greedy_decode) == helpers.predict(model, ["1/1/2000"])
+
+
+def test_without_positional_encoding_the_encoder_reads_a_bag_of_characters():
+    config = dataclasses.replace(TINY, positional_encoding=False)
+    model = build_model(config).eval()
+    assert torch.count_nonzero(model.positional.pe) == 0
+    src = helpers.encode_sources(["21/11/2026", "12/11/2062"])
+    tgt = helpers.encode_targets(["2026-11-21", "2026-11-21"])[:, :-1]
+    with torch.no_grad():
+        logits = model(src, tgt)
+    torch.testing.assert_close(logits[0], logits[1])  # anagrams: the same output
+    with pytest.raises(ValueError, match="positional_encoding"):
+        TrainConfig(positional_encoding="no")
+    assert checkpoint_key(config, make_date_dataset(64, 8, 8)) != checkpoint_key(TINY, make_date_dataset(64, 8, 8))
+
+
+def test_format_of_names_the_written_form():
+    assert helpers.format_of("21/11/2026", "2026-11-21") == "21/11/2026"
+    assert helpers.format_of("sábado 21 de noviembre de 2026", "2026-11-21") == "sábado 21 de noviembre de 2026"
+    assert helpers.format_of("Nov. 02, 2026", "2026-11-02") == "Nov. 21, 2026"
+    data = make_date_dataset(n_train=64, n_valid=8, n_test=300)
+    assert all(helpers.format_of(s, t) in helpers.FORMAT_NAMES for s, t in data.test)
+    with pytest.raises(ValueError, match="source"):
+        helpers.format_of("tomorrow", "2026-11-21")
+    with pytest.raises(ValueError, match="target"):
+        helpers.format_of("21/11/2026", "21.11.2026")
+
+
+def test_recipe_describe_names_whose_code_trains():
+    assert Recipe().describe().startswith("Training the reference code")
+    mixed = Recipe(origin={"LayerNorm": "yours", "Transformer": "reference"}, reasons={"LayerNorm": "passes"})
+    assert mixed.describe().splitlines()[0] == "Training YOUR code: LayerNorm; from helpers: Transformer."
+
+
+def test_notebook_06_trains_with_your_recipe():
+    notebook = json.loads((ROOT / "solutions" / "06_training.ipynb").read_text())
+    code = "\n".join("".join(c["source"]) for c in notebook["cells"] if c["cell_type"] == "code")
+    assert 'helpers.your_recipe("05_transformer.ipynb", transformer_lr=transformer_lr,' in code
+    assert "helpers.train_or_load(config, data, recipe=recipe" in code
+    outputs = [o for c in notebook["cells"] if c.get("id") == "recipe-code" for o in c["outputs"]]
+    assert "Training YOUR code: LayerNorm, PositionwiseFeedForward, EncoderLayer, DecoderLayer, Transformer, " \
+           "transformer_lr, LabelSmoothingLoss." in "".join(outputs[0]["text"])
