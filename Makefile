@@ -1,6 +1,7 @@
 # Transformers from Scratch: the two commands of the README, and the tools behind them.
-#   make lab      set up .venv and open the course in JupyterLab
-#   make test     set up .venv and run every test (lint, unit tests with the drift check, every notebook)
+#   make lab      set up .venv and open the course in JupyterLab (make lab-es: the Spanish edition)
+#   make test     set up .venv and run every test (lint, unit tests with the drift checks, every notebook,
+#                 English and Spanish)
 
 PYTHON ?= python3
 VENV   := .venv
@@ -27,8 +28,8 @@ NBVAL := --nbval-current-env --nbval-sanitize-with tests/nbval_sanitize.cfg
 # pip's notes about the machine's extra package folders are noise; everything else it says is shown.
 QUIET_PIP := { grep -v "is ignored" || true; }
 
-.PHONY: setup lab test lint unit nbval-solutions nbval-notebooks student-notebooks check-student-notebooks \
-        outputs grade versions benchmark clean
+.PHONY: setup lab lab-es test lint unit nbval-solutions nbval-notebooks student-notebooks check-student-notebooks \
+        outputs translations outputs-es check-translations review-translations grade versions benchmark clean
 
 setup: $(STAMP) $(LAB_OVERRIDES)
 
@@ -48,6 +49,10 @@ $(LAB_OVERRIDES): course_tools/jupyterlab-overrides.json $(STAMP)
 lab: setup
 	$(VENV)/bin/jupyter lab --notebook-dir=. $(ROOT_FLAG) notebooks/01_positional_encoding.ipynb
 
+# The Spanish edition (README.es.md): the same course, opened at es/notebooks/.
+lab-es: setup
+	$(VENV)/bin/jupyter lab --notebook-dir=. $(ROOT_FLAG) es/notebooks/01_positional_encoding.ipynb
+
 test: setup
 	$(MAKE) --no-print-directory lint unit nbval-solutions nbval-notebooks
 
@@ -58,10 +63,10 @@ unit: setup
 	$(PY) -m pytest tests -q --durations=10
 
 nbval-solutions: setup
-	$(PY) -m pytest $(NBVAL) --nbval solutions -q
+	$(PY) -m pytest $(NBVAL) --nbval solutions es/solutions -q
 
 nbval-notebooks: setup
-	$(PY) -m pytest $(NBVAL) --nbval-lax notebooks -q
+	$(PY) -m pytest $(NBVAL) --nbval-lax notebooks es/notebooks -q
 
 # Stamp the nbgrader metadata (from the exercise registry) into solutions/, then regenerate notebooks/.
 student-notebooks: setup
@@ -75,6 +80,25 @@ outputs: setup
 	$(VENV)/bin/jupyter nbconvert --to notebook --execute --inplace \
 		--ExecutePreprocessor.record_timing=False --ExecutePreprocessor.timeout=900 solutions/*.ipynb
 	$(MAKE) --no-print-directory student-notebooks
+
+# The Spanish edition: bring i18n/es/*.po in step with the English, then write es/solutions and es/notebooks.
+translations: setup
+	$(VENV)/bin/tfs-translate extract
+	$(VENV)/bin/tfs-translate build
+
+# Re-execute the Spanish solution notebooks, store their outputs, then regenerate the Spanish student notebooks.
+outputs-es: translations
+	$(VENV)/bin/jupyter nbconvert --to notebook --execute --inplace \
+		--ExecutePreprocessor.record_timing=False --ExecutePreprocessor.timeout=900 es/solutions/*.ipynb
+	$(VENV)/bin/tfs-make-student es/solutions es/notebooks
+
+# Every Spanish piece translated and reviewed, es/ up to date (the unit tests run this too).
+check-translations: setup
+	$(VENV)/bin/tfs-translate check
+
+# The Spanish pieces to translate or review after an English change, with the English diff.
+review-translations: setup
+	$(VENV)/bin/tfs-translate review
 
 # Grade students' notebooks:  make grade NB=path/to/01_positional_encoding.ipynb  (or a folder of them)
 grade: setup

@@ -45,8 +45,6 @@ from course_tools.nbgrader import MetadataError, metadata_problems, stamp
 BEGIN = "# BEGIN SOLUTION"
 END = "# END SOLUTION"
 STUB = ["# Your Code Here", "raise NotImplementedError()"]
-HEADER = ("*Generated from `{source}`: edit that file, not this one, then run `make student-notebooks`. "
-          "Your answers go where you read `# Your Code Here`.*")
 
 
 class MarkerError(ValueError):
@@ -90,9 +88,14 @@ def strip_solutions(source: str, where: str = "cell") -> str:
     return "\n".join(out)
 
 
-def header_cell(source: str) -> nbformat.NotebookNode:
-    """The first cell of a student notebook: where it comes from."""
-    return nbformat.v4.new_markdown_cell(HEADER.format(source=source))
+def header_cell(source: str, language: str = "en") -> nbformat.NotebookNode:
+    """The first cell of a student notebook: where it comes from (in the notebook's language)."""
+    from helpers.i18n import tr
+
+    text = tr("make_student:header", "*Generated from `{source}`: edit that file, not this one, then run "
+              "`make student-notebooks`. Your answers go where you read `# Your Code Here`.*",
+              in_language=language, source=source)
+    return nbformat.v4.new_markdown_cell(text)
 
 
 def make_student_notebook(solution: nbformat.NotebookNode, where: str = "notebook",
@@ -115,7 +118,7 @@ def make_student_notebook(solution: nbformat.NotebookNode, where: str = "noteboo
         cell.outputs = []
         cell.execution_count = None
         cell.metadata.pop("execution", None)
-    header = header_cell(source or where)
+    header = header_cell(source or where, solution.metadata.get("tfs", {}).get("language", "en"))
     header.pop("id", None)
     student.cells.insert(0, header)
     student.metadata.pop("widgets", None)

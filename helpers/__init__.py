@@ -5,6 +5,9 @@ not finished yet. Instructor and maintenance tools (the grader, the student-note
 live apart, in the ``course_tools`` package.
 """
 
+# The language of the messages of helpers (checks, plots, training): set_language("es") for Spanish
+from .i18n import set_language
+
 # Notebook 01: positional encoding
 from .positional import PositionalEncoding, apply_rope, frequencies, positional_encoding, rotation_matrix
 

@@ -30,8 +30,6 @@ from dataclasses import dataclass, field
 from pathlib import Path
 from typing import Any, Callable
 
-import nbformat
-
 from .checks.harness import EXERCISES, silenced
 
 PRELUDE = "import math\nimport numpy as np\nimport torch\nfrom torch import nn\nimport torch.nn.functional as F\n"
@@ -58,6 +56,8 @@ def load_definitions(path: str | Path) -> Definitions:
     A cell that is not valid Python, or a definition that fails to execute, is skipped and named in
     ``skipped``; the rest still loads.
     """
+    import nbformat  # imported here: it takes a second and a half to import, and only notebook 06 needs it
+
     path = Path(path)
     if path.suffix != ".ipynb":
         raise ValueError(f"path must name a .ipynb notebook, got {str(path)!r}")

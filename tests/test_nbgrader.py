@@ -3,13 +3,17 @@
 One module-scoped fixture builds a throw-away course, releases the solution notebooks with
 `nbgrader generate_assignment`, and autogrades three submissions in one `nbgrader autograde`:
 
-    release    the notebooks exactly as nbgrader released them          -> 0 points
+    release    notebooks 01 and 05 exactly as nbgrader released them    -> 0 points (the pristine student
+               notebooks, which carry the same cells, all run in nbval and in the grader's tests)
     solutions  the solution notebooks                                    -> every exercise's points
     swapped    only notebook 01, with sin and cos swapped in             -> all points of 01 but that one
                create_position_matrix; nbgrader scores the absent
                notebooks 0 without running them
 
-Autograding executes 13 notebooks (notebook 06 loads its trained weights from .cache/checkpoints,
+and a Spanish assignment built from es/solutions/, with one submission: notebook 01 in Spanish
+with sin and cos swapped, which loses exactly that exercise, with the hint in Spanish.
+
+Autograding executes 10 notebooks (notebook 06 loads its trained weights from .cache/checkpoints,
 or trains them once, about a minute), so this module takes a few minutes; it runs once per session.
 """
 
@@ -32,9 +36,11 @@ from helpers.checks import EXERCISES, exercises_in
 from conftest import ROOT, SOLUTIONS
 
 ASSIGNMENT = "ps1"
+SPANISH = "ps1es"
 COURSE = "tfs-test"
 STUDENTS = ("release", "solutions", "swapped")
 NOTEBOOK_01 = "01_positional_encoding"
+RELEASED = (NOTEBOOK_01, "05_transformer")  # the release notebooks submitted unanswered
 CONFIG = """\
 c = get_config()
 c.CourseDirectory.course_id = {course!r}
@@ -85,7 +91,9 @@ def course(tmp_path_factory):
 
     released = root / "release" / ASSIGNMENT
     submissions = {student: root / "submitted" / student / ASSIGNMENT for student in STUDENTS}
-    shutil.copytree(released, submissions["release"])
+    submissions["release"].mkdir(parents=True)
+    for name in RELEASED:
+        shutil.copy(released / f"{name}.ipynb", submissions["release"] / f"{name}.ipynb")
     shutil.copytree(source, submissions["solutions"])
     submissions["swapped"].mkdir(parents=True)
     notebook = nbformat.read(source / f"{NOTEBOOK_01}.ipynb", as_version=4)
@@ -94,6 +102,15 @@ def course(tmp_path_factory):
 
     autograde = _nbgrader(root, "autograde", ASSIGNMENT)  # every student of submitted/ in one run
 
+    spanish_source = root / "source" / SPANISH  # the Spanish edition, one submission
+    shutil.copytree(ROOT / "es" / "solutions", spanish_source)
+    _nbgrader(root, "generate_assignment", SPANISH)
+    spanish = nbformat.read(spanish_source / f"{NOTEBOOK_01}.ipynb", as_version=4)
+    _swap_sin_and_cos(spanish)
+    (root / "submitted" / "swapped" / SPANISH).mkdir(parents=True)
+    nbformat.write(spanish, root / "submitted" / "swapped" / SPANISH / f"{NOTEBOOK_01}.ipynb")
+    _nbgrader(root, "autograde", SPANISH, "--student", "swapped")
+
     scores: dict[str, dict] = {}
     with Gradebook(f"sqlite:///{root / 'gradebook.db'}", COURSE) as gradebook:
         for student in STUDENTS:
@@ -101,6 +118,10 @@ def course(tmp_path_factory):
             scores[student] = {nb.name: {"score": nb.score, "max_score": nb.max_score,
                                          "grades": {g.name: (g.score, g.max_score) for g in nb.grades}}
                                for nb in submission.notebooks}
+        submission = gradebook.find_submission(SPANISH, "swapped")
+        scores["swapped-es"] = {nb.name: {"score": nb.score, "max_score": nb.max_score,
+                                          "grades": {g.name: (g.score, g.max_score) for g in nb.grades}}
+                                for nb in submission.notebooks}
     seconds = time.perf_counter() - started
     print(f"\nnbgrader course built and autograded in {seconds:.0f} s")
     return {"root": root, "scores": scores, "log": autograde.stderr, "seconds": seconds}
@@ -138,11 +159,11 @@ def test_released_notebooks_get_zero(course):
     for notebook, result in course["scores"]["release"].items():
         assert result["max_score"] > 0
         assert result["score"] == 0, f"{notebook}: the unanswered notebook scores {result['grades']}"
-    for path in SOLUTIONS:  # every released notebook was executed, and only its check cells failed
-        graded = nbformat.read(course["root"] / "autograded" / "release" / ASSIGNMENT / path.name, as_version=4)
+    for name in RELEASED:  # every submitted released notebook was executed, and only its check cells failed
+        graded = nbformat.read(course["root"] / "autograded" / "release" / ASSIGNMENT / f"{name}.ipynb", as_version=4)
         failed = {_grade_id(c): o.ename for c in graded.cells if c.cell_type == "code"
                   for o in c.outputs if o.output_type == "error"}
-        assert failed == {e.name: "CheckFailed" for e in exercises_in(path.stem)}, path.stem
+        assert failed == {e.name: "CheckFailed" for e in exercises_in(name)}, name
 
 
 def test_swapped_sin_and_cos_loses_exactly_that_exercise(course):
@@ -180,3 +201,16 @@ def test_check_cells_of_the_solutions_write_nothing_to_stderr(course, path):
         assert not bad, f"{path.stem}, check cell {grade_id}: {bad}"
         text = "".join(o.get("text", "") + o.get("data", {}).get("text/plain", "") for o in cell.outputs)
         assert "✅" in text, f"{path.stem}, check cell {grade_id} shows {text!r}"
+
+
+def test_the_spanish_edition_is_graded_the_same_with_spanish_hints(course):
+    from helpers.i18n import tr
+
+    first = course["scores"]["swapped-es"][NOTEBOOK_01]
+    assert first == course["scores"]["swapped"][NOTEBOOK_01]
+    graded = nbformat.read(course["root"] / "autograded" / "swapped" / SPANISH / f"{NOTEBOOK_01}.ipynb", 4)
+    (cell,) = [c for c in graded.cells if _grade_id(c) == "create_position_matrix"]
+    errors = [o for o in cell.outputs if o.output_type == "error"]
+    hint = EXERCISES["create_position_matrix"].mistakes["sin_cos_swapped"]
+    assert errors and errors[0].ename == "CheckFailed"
+    assert tr("create_position_matrix:sin_cos_swapped", hint, in_language="es")[:40] in errors[0].evalue

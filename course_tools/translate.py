@@ -1,0 +1,343 @@
+"""Translations of the course, kept in step with the English source.
+
+    tfs-translate extract [--language es]   update i18n/es/*.po from the English sources
+    tfs-translate build   [--language es]   write es/solutions/ and es/notebooks/ from solutions/ and the .po files
+    tfs-translate check   [--language es]   exit 1 while a piece is missing or stale, or es/ is out of date
+    tfs-translate review  [--language es]   list the pieces to review, with the English change
+
+The English solution notebooks and the English text in the code of ``helpers`` are the only
+source. A translator edits gettext files, never a notebook's JSON:
+
+* ``i18n/<language>/<notebook>.po``: one entry per piece of a solution notebook, keyed by the
+  cell's id (msgctxt). A piece is a markdown cell, or a code cell that has comments or displayed
+  strings (translate those; the code that computes stays as it is).
+* ``i18n/<language>/messages.po``: the messages of ``helpers`` (checks, hints, plots, training),
+  keyed by ``<exercise>:<mistake code>`` for the registry's hints and by the key of each
+  ``helpers.i18n.tr("key", "English")`` call for the rest.
+
+Each entry records the English text it translates (its msgid). ``extract`` adds entries for new
+English pieces (empty, so ``check`` reports them missing) and, when an English piece changed,
+replaces the msgid, keeps the old English as the previous msgid and marks the entry fuzzy (stale)
+until a translator reviews it and removes the flag. ``check`` also reports an entry whose msgid
+is not the current English (the English changed and ``extract`` was not run).
+"""
+
+from __future__ import annotations
+
+import argparse
+import ast
+import copy
+import difflib
+import io
+import re
+import sys
+import tokenize
+from dataclasses import dataclass
+from pathlib import Path
+
+import nbformat
+
+ROOT = Path(__file__).resolve().parent.parent
+LANGUAGES = {"es": "Spanish"}
+WORDS = re.compile(r"[A-Za-z]{3,}")
+
+
+# ---------------------------------------------------------------------------------------------- pieces
+def _tokens(source: str) -> list[tokenize.TokenInfo] | None:
+    lines = "\n".join("" if line.lstrip().startswith(("%", "!")) else line for line in source.splitlines())
+    try:
+        return list(tokenize.generate_tokens(io.StringIO(lines + "\n").readline))
+    except (tokenize.TokenError, IndentationError, SyntaxError):
+        return None
+
+
+def needs_translation(cell) -> bool:
+    """A markdown cell always; a code cell that has a comment or a string with a word in it."""
+    if cell.cell_type == "markdown":
+        return True
+    if cell.cell_type != "code":
+        return False
+    tokens = _tokens(cell.source)
+    if tokens is None:
+        return True
+    return any(t.type == tokenize.COMMENT or (t.type == tokenize.STRING and WORDS.search(t.string)) for t in tokens)
+
+
+def code_skeleton(source: str) -> list[str]:
+    """The code of a cell with comments removed and each string reduced to what computes: a plain
+    string to "S", an f-string to the sorted list of its {expressions}. Two cells with equal skeletons
+    compute the same thing, whatever their comments and displayed strings say."""
+    tokens = _tokens(source)
+    if tokens is None:
+        return [source]
+    out = []
+    for t in tokens:
+        if t.type in (tokenize.COMMENT, tokenize.NL, tokenize.ENCODING):
+            continue
+        if t.type == tokenize.STRING:
+            prefix = t.string[:t.string.index(t.string.lstrip("rbfuRBFU")[0])].lower()
+            out.append("F" + repr(sorted(re.findall(r"\{([^{}:!]*)", t.string))) if "f" in prefix else "S")
+        else:
+            out.append(t.string)
+    return out
+
+
+@dataclass
+class Piece:
+    """One translatable piece: its key (msgctxt), its English text (msgid) and a note for the translator."""
+
+    key: str
+    english: str
+    note: str
+
+
+def notebook_pieces(path: Path) -> list[Piece]:
+    notebook = nbformat.read(path, as_version=4)
+    pieces, seen = [], set()
+    for index, cell in enumerate(notebook.cells):
+        if not needs_translation(cell):
+            continue
+        key = cell.get("id") or f"cell-{index}"
+        if key in seen:
+            raise ValueError(f"{path}: two cells have the id {key!r}; cell ids must be unique")
+        seen.add(key)
+        note = ("markdown cell" if cell.cell_type == "markdown"
+                else "code cell: translate the comments and the displayed strings only; keep every line of code")
+        pieces.append(Piece(key, cell.source, f"{note} ({index + 1} of {len(notebook.cells)})"))
+    return pieces
+
+
+def _tr_calls(path: Path) -> list[Piece]:
+    """Every tr("key", "English", ...) call with literal key and text in one source file."""
+    tree = ast.parse(path.read_text(encoding="utf-8"))
+    found = []
+    for node in ast.walk(tree):
+        if (isinstance(node, ast.Call) and getattr(node.func, "id", getattr(node.func, "attr", None)) == "tr"
+                and len(node.args) >= 2 and all(isinstance(a, ast.Constant) and isinstance(a.value, str)
+                                                for a in node.args[:2])):
+            fields = sorted(k.arg for k in node.keywords if k.arg and k.arg != "in_language")
+            note = f"{path.relative_to(ROOT)}" + (f"; keep the fields {{{'}, {'.join(fields)}}}" if fields else "")
+            found.append(Piece(node.args[0].value, node.args[1].value, note))
+    return found
+
+
+def message_pieces() -> list[Piece]:
+    """The registry's success lines and hints, the generic hints, and every tr() call of helpers and course_tools."""
+    from helpers.checks.harness import EXERCISES, GENERIC_MISTAKES
+
+    pieces = []
+    for code, template in GENERIC_MISTAKES.items():
+        pieces.append(Piece(f"generic:{code}", template, "a hint any check may give; keep the {fields}"))
+    for ex in EXERCISES.values():
+        pieces.append(Piece(f"{ex.name}:success", ex.success, f"the start of the pass line of {ex.name}"))
+        for code, template in ex.mistakes.items():
+            note = f"hint of mistake {code} of {ex.name}; keep the {{fields}}"
+            pieces.append(Piece(f"{ex.name}:{code}", template, note))
+    for folder in ("helpers", "course_tools"):
+        for path in sorted((ROOT / folder).rglob("*.py")):
+            pieces.extend(_tr_calls(path))
+    by_key: dict[str, Piece] = {}
+    for piece in pieces:
+        if piece.key in by_key and by_key[piece.key].english != piece.english:
+            raise ValueError(f"message key {piece.key!r} has two English texts: {by_key[piece.key].english!r} and "
+                             f"{piece.english!r}")
+        by_key[piece.key] = piece
+    return list(by_key.values())
+
+
+def sources() -> dict[str, list[Piece]]:
+    """{po file stem: its pieces}: one per English solution notebook, and "messages"."""
+    out = {path.stem: notebook_pieces(path) for path in sorted((ROOT / "solutions").glob("*.ipynb"))}
+    out["messages"] = message_pieces()
+    return out
+
+
+# ---------------------------------------------------------------------------------------------- po files
+def po_path(language: str, stem: str) -> Path:
+    return ROOT / "i18n" / language / f"{stem}.po"
+
+
+def _load(path: Path):
+    import polib
+
+    if path.exists():
+        return polib.pofile(str(path), wrapwidth=0)
+    po = polib.POFile(wrapwidth=0)
+    po.metadata = {"Project-Id-Version": "transformers-from-scratch", "Language": path.parent.name,
+                   "MIME-Version": "1.0", "Content-Type": "text/plain; charset=UTF-8",
+                   "Content-Transfer-Encoding": "8bit"}
+    return po
+
+
+def extract(language: str) -> int:
+    """Bring every .po file of language in step with the English pieces; report what changed."""
+    import polib
+
+    for stem, pieces in sources().items():
+        path = po_path(language, stem)
+        po = _load(path)
+        old = {e.msgctxt: e for e in po if not e.obsolete}
+        entries, added, stale = [], 0, 0
+        for piece in pieces:
+            entry = old.get(piece.key)
+            if entry is None:
+                entry = polib.POEntry(msgctxt=piece.key, msgid=piece.english, msgstr="")
+                added += 1
+            elif entry.msgid != piece.english:
+                entry.previous_msgid = entry.msgid
+                entry.msgid = piece.english
+                if "fuzzy" not in entry.flags:
+                    entry.flags.append("fuzzy")
+                stale += 1
+            entry.comment = piece.note
+            entries.append(entry)
+        removed = len(set(old) - {p.key for p in pieces})
+        po.clear()
+        po.extend(entries)
+        text = str(po)
+        if not path.exists() or path.read_text(encoding="utf-8") != text + "\n":
+            path.parent.mkdir(parents=True, exist_ok=True)
+            path.write_text(text + "\n", encoding="utf-8")
+            print(f"{path.relative_to(ROOT)}: {len(entries)} pieces; {added} new, {stale} changed in English "
+                  f"(marked fuzzy), {removed} removed")
+    return 0
+
+
+def problems(language: str) -> list[tuple[str, str, str, str | None]]:
+    """(po file, key, kind, the previous English or None) for every piece to review. kind: "missing",
+    "stale" (the English changed), "code changed" (a code cell's translation computes something else:
+    only comments and displayed strings may differ) or "fields changed" (a message's {fields} differ)."""
+    out = []
+    for stem, pieces in sources().items():
+        po = _load(po_path(language, stem))
+        entries = {e.msgctxt: e for e in po if not e.obsolete}
+        for piece in pieces:
+            entry = entries.get(piece.key)
+            if entry is None or not entry.msgstr:
+                out.append((stem, piece.key, "missing", None))
+            elif "fuzzy" in entry.flags or entry.msgid != piece.english:
+                previous = entry.previous_msgid if entry.msgid == piece.english else entry.msgid
+                out.append((stem, piece.key, "stale", previous))
+            elif piece.note.startswith("code cell") and code_skeleton(entry.msgstr) != code_skeleton(piece.english):
+                out.append((stem, piece.key, "code changed", None))
+            elif stem == "messages" and _fields(entry.msgstr) != _fields(piece.english):
+                out.append((stem, piece.key, "fields changed", None))
+    return out
+
+
+def _fields(template: str) -> list[str]:
+    """The {fields} of a str.format template, sorted (a translation may reorder them, not change them)."""
+    return sorted(re.findall(r"(?<!\{)\{([^{}]*)\}(?!\})", template))
+
+
+def translations(language: str, stem: str) -> dict[str, str]:
+    """{key: translation} of the reviewed entries of one .po file."""
+    po = _load(po_path(language, stem))
+    return {e.msgctxt: e.msgstr for e in po if e.msgstr and not e.obsolete and "fuzzy" not in e.flags}
+
+
+# ---------------------------------------------------------------------------------------------- notebooks
+def translated_solution(path: Path, language: str, existing: nbformat.NotebookNode | None) -> nbformat.NotebookNode:
+    """The solution notebook at path in language: each piece replaced by its reviewed translation
+    (missing or stale ones stay English), the outputs of existing kept for the cells whose source is unchanged."""
+    english = nbformat.read(path, as_version=4)
+    notebook = copy.deepcopy(english)
+    found = translations(language, path.stem)
+    previous = {c.get("id"): c for c in existing.cells} if existing is not None else {}
+    for cell in notebook.cells:
+        key = cell.get("id")
+        if key in found and needs_translation(cell):
+            cell.source = found[key]
+        if cell.cell_type == "code":
+            old = previous.get(key)
+            if old is not None and old.source == cell.source:
+                cell.outputs, cell.execution_count = old.outputs, old.execution_count
+            else:
+                cell.outputs, cell.execution_count = [], None
+    notebook.metadata["tfs"] = {"language": language, "generated_from": f"solutions/{path.name}"}
+    return notebook
+
+
+def _sources_of(notebook: nbformat.NotebookNode) -> list[tuple[str, str, str]]:
+    return [(c.get("id"), c.cell_type, c.source) for c in notebook.cells]
+
+
+def build(language: str, check: bool = False) -> int:
+    """Write <language>/solutions (then the student notebooks <language>/notebooks); with check, write
+    nothing and report the notebooks whose cells differ from what the English and the .po files give."""
+    from course_tools.make_student import generate, render
+
+    out_dir = ROOT / language / "solutions"
+    stale = []
+    for path in sorted((ROOT / "solutions").glob("*.ipynb")):
+        target = out_dir / path.name
+        existing = nbformat.read(target, as_version=4) if target.exists() else None
+        notebook = translated_solution(path, language, existing)
+        if existing is not None and _sources_of(existing) == _sources_of(notebook) \
+                and existing.metadata.get("tfs") == notebook.metadata["tfs"]:
+            continue
+        if check:
+            stale.append(target)
+            continue
+        out_dir.mkdir(parents=True, exist_ok=True)
+        target.write_text(render(notebook), encoding="utf-8")
+        print(f"wrote {target.relative_to(ROOT)} (run `make outputs-es` to store its outputs)")
+    if check:
+        for target in stale:
+            print(f"{target.relative_to(ROOT)} differs from what solutions/{target.name} and "
+                  f"i18n/{language}/{target.stem}.po give. Run `make translations` and commit the result.",
+                  file=sys.stderr)
+        code = generate(out_dir, ROOT / language / "notebooks", check=True)
+        return 1 if stale or code else 0
+    return generate(out_dir, ROOT / language / "notebooks")
+
+
+# ---------------------------------------------------------------------------------------------- commands
+def check_command(language: str) -> int:
+    found = problems(language)
+    for stem, key, kind, _ in found:
+        print(f"i18n/{language}/{stem}.po: {key}: {kind}", file=sys.stderr)
+    if found:
+        print(f"{len(found)} {LANGUAGES[language]} pieces to translate or review: run `tfs-translate extract`, "
+              f"edit the .po files (see `tfs-translate review`), remove each reviewed entry's fuzzy flag, then "
+              f"`make translations`.", file=sys.stderr)
+    drift = build(language, check=True)
+    if not found and not drift:
+        total = sum(len(p) for p in sources().values())
+        print(f"{total} {LANGUAGES[language]} pieces translated and up to date; {language}/ is up to date.")
+    return 1 if found or drift else 0
+
+
+def review_command(language: str) -> int:
+    found = problems(language)
+    current = {(stem, p.key): p.english for stem, pieces in sources().items() for p in pieces}
+    for stem, key, kind, previous in found:
+        print(f"=== i18n/{language}/{stem}.po, {key}: {kind}")
+        if kind == "stale" and previous is not None:
+            diff = difflib.unified_diff(previous.splitlines(), current[(stem, key)].splitlines(),
+                                        "English translated", "English now", lineterm="", n=1)
+            print("\n".join(diff))
+    print(f"{len(found)} pieces to review.")
+    return 1 if found else 0
+
+
+def main(argv: list[str] | None = None) -> int:
+    parser = argparse.ArgumentParser(description=__doc__.split("\n\n")[0])
+    parser.add_argument("command", choices=["extract", "build", "check", "review"])
+    parser.add_argument("--language", default="es", choices=sorted(LANGUAGES))
+    args = parser.parse_args(argv)
+    try:
+        if args.command == "extract":
+            return extract(args.language)
+        if args.command == "build":
+            return build(args.language)
+        if args.command == "check":
+            return check_command(args.language)
+        return review_command(args.language)
+    except ValueError as error:
+        print(f"error: {error}", file=sys.stderr)
+        return 2
+
+
+if __name__ == "__main__":
+    sys.exit(main())
