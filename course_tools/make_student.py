@@ -147,7 +147,7 @@ def _registry_problems(stems: set[str]) -> list[str]:
             for e in EXERCISES.values() if e.notebook not in stems]
 
 
-def generate(solutions_dir: Path, notebooks_dir: Path, check: bool = False) -> int:
+def generate(solutions_dir: Path, notebooks_dir: Path, check: bool = False, every_exercise: bool | None = None) -> int:
     """Stamp the solutions' nbgrader metadata and write every student notebook (with check=True: change
     nothing, report every difference). Returns an exit code: 0 fine, 1 --check found problems, 2 bad input."""
     solutions_dir, notebooks_dir = Path(solutions_dir), Path(notebooks_dir)
@@ -155,7 +155,9 @@ def generate(solutions_dir: Path, notebooks_dir: Path, check: bool = False) -> i
     if not solutions:
         print(f"no notebooks found in {solutions_dir}", file=sys.stderr)
         return 2
-    problems = _registry_problems({p.stem for p in solutions})
+    if every_exercise is None:  # a translated edition may hold some of the notebooks only
+        every_exercise = not any(nbformat.read(p, as_version=4).metadata.get("tfs") for p in solutions)
+    problems = _registry_problems({p.stem for p in solutions}) if every_exercise else []
     stale = []
     for path in solutions:
         text = path.read_text(encoding="utf-8")

@@ -15,6 +15,13 @@ source. A translator edits gettext files, never a notebook's JSON:
   keyed by ``<exercise>:<mistake code>`` for the registry's hints and by the key of each
   ``helpers.i18n.tr("key", "English")`` call for the rest.
 
+The edition is the list of notebooks in ``i18n/<language>/EDITION``, one file stem per line: only
+those are built into ``<language>/`` and checked. A notebook joins the edition once its .po file is
+translated; from then on a missing or stale piece of it fails ``check``. The .po files of the other
+notebooks are kept in step by ``extract`` all the same, so that translators can work on them.
+``messages.po`` must be complete for the messages the edition shows: the hints and success lines of
+its exercises, the generic hints, and every ``tr()`` message of helpers and course_tools.
+
 Each entry records the English text it translates (its msgid). ``extract`` adds entries for new
 English pieces (empty, so ``check`` reports them missing) and, when an English piece changed,
 replaces the msgid, keeps the old English as the previous msgid and marks the entry fuzzy (stale)
@@ -44,7 +51,7 @@ WORDS = re.compile(r"[A-Za-z]{3,}")
 
 # ---------------------------------------------------------------------------------------------- pieces
 def _tokens(source: str) -> list[tokenize.TokenInfo] | None:
-    lines = "\n".join("" if line.lstrip().startswith(("%", "!")) else line for line in source.splitlines())
+    lines = "\n".join("" if line.startswith(("%", "!")) else line for line in source.splitlines())  # magics
     try:
         return list(tokenize.generate_tokens(io.StringIO(lines + "\n").readline))
     except (tokenize.TokenError, IndentationError, SyntaxError):
@@ -76,7 +83,12 @@ def code_skeleton(source: str) -> list[str]:
             continue
         if t.type == tokenize.STRING:
             prefix = t.string[:t.string.index(t.string.lstrip("rbfuRBFU")[0])].lower()
-            out.append("F" + repr(sorted(re.findall(r"\{([^{}:!]*)", t.string))) if "f" in prefix else "S")
+            body = t.string[len(prefix):]
+            quote = body[0]
+            other = "'" if quote == '"' else '"'
+            body = re.sub(f"{other}[^{other}]*{other}", "S", body)  # a label quoted inside {...} is text
+            fields = re.findall(r"\{([^{}:!]*)", body)
+            out.append("F" + repr(sorted(fields)) if "f" in prefix else "S")  # a quoted label in {...} is text
         else:
             out.append(t.string)
     return out
@@ -152,6 +164,32 @@ def sources() -> dict[str, list[Piece]]:
     return out
 
 
+def edition(language: str) -> list[str]:
+    """The notebooks (file stems) of the language's edition: i18n/<language>/EDITION, one per line."""
+    path = ROOT / "i18n" / language / "EDITION"
+    stems = [line.strip() for line in path.read_text(encoding="utf-8").splitlines()
+             if line.strip() and not line.startswith("#")] if path.exists() else []
+    known = {p.stem for p in (ROOT / "solutions").glob("*.ipynb")}
+    unknown = [stem for stem in stems if stem not in known]
+    if unknown:
+        raise ValueError(f"i18n/{language}/EDITION names {', '.join(unknown)}, which have no solution notebook")
+    return stems
+
+
+def required(language: str) -> dict[str, list[Piece]]:
+    """The pieces the edition needs translated: its notebooks' pieces, and the messages it shows."""
+    from helpers.checks.harness import EXERCISES
+
+    stems = edition(language)
+    everything = sources()
+    needed = {stem: everything[stem] for stem in stems}
+    exercises = {e.name for e in EXERCISES.values()}
+    shown = {e.name for e in EXERCISES.values() if e.notebook in stems}
+    needed["messages"] = [p for p in everything["messages"]
+                          if p.key.split(":")[0] not in exercises or p.key.split(":")[0] in shown]
+    return needed
+
+
 # ---------------------------------------------------------------------------------------------- po files
 def po_path(language: str, stem: str) -> Path:
     return ROOT / "i18n" / language / f"{stem}.po"
@@ -208,7 +246,7 @@ def problems(language: str) -> list[tuple[str, str, str, str | None]]:
     "stale" (the English changed), "code changed" (a code cell's translation computes something else:
     only comments and displayed strings may differ) or "fields changed" (a message's {fields} differ)."""
     out = []
-    for stem, pieces in sources().items():
+    for stem, pieces in required(language).items():
         po = _load(po_path(language, stem))
         entries = {e.msgctxt: e for e in po if not e.obsolete}
         for piece in pieces:
@@ -269,7 +307,18 @@ def build(language: str, check: bool = False) -> int:
 
     out_dir = ROOT / language / "solutions"
     stale = []
+    stems = edition(language)
+    extra = sorted(p for p in out_dir.glob("*.ipynb") if p.stem not in stems)
+    for path in extra:  # a notebook that left the edition
+        if check:
+            stale.append(path)
+        else:
+            path.unlink()
+            (ROOT / language / "notebooks" / path.name).unlink(missing_ok=True)
+            print(f"removed {path.relative_to(ROOT)}: not in i18n/{language}/EDITION")
     for path in sorted((ROOT / "solutions").glob("*.ipynb")):
+        if path.stem not in stems:
+            continue
         target = out_dir / path.name
         existing = nbformat.read(target, as_version=4) if target.exists() else None
         notebook = translated_solution(path, language, existing)
@@ -282,6 +331,8 @@ def build(language: str, check: bool = False) -> int:
         out_dir.mkdir(parents=True, exist_ok=True)
         target.write_text(render(notebook), encoding="utf-8")
         print(f"wrote {target.relative_to(ROOT)} (run `make outputs-es` to store its outputs)")
+    if not stems:
+        return 1 if stale else 0
     if check:
         for target in stale:
             print(f"{target.relative_to(ROOT)} differs from what solutions/{target.name} and "
@@ -303,14 +354,17 @@ def check_command(language: str) -> int:
               f"`make translations`.", file=sys.stderr)
     drift = build(language, check=True)
     if not found and not drift:
-        total = sum(len(p) for p in sources().values())
-        print(f"{total} {LANGUAGES[language]} pieces translated and up to date; {language}/ is up to date.")
+        needed = required(language)
+        notebooks = sum(len(p) for stem, p in needed.items() if stem != "messages")
+        print(f"{LANGUAGES[language]} edition ({', '.join(edition(language)) or 'no notebook yet'}): "
+              f"{notebooks} notebook pieces and {len(needed['messages'])} messages translated and up to date; "
+              f"{language}/ is up to date.")
     return 1 if found or drift else 0
 
 
 def review_command(language: str) -> int:
     found = problems(language)
-    current = {(stem, p.key): p.english for stem, pieces in sources().items() for p in pieces}
+    current = {(stem, p.key): p.english for stem, pieces in required(language).items() for p in pieces}
     for stem, key, kind, previous in found:
         print(f"=== i18n/{language}/{stem}.po, {key}: {kind}")
         if kind == "stale" and previous is not None:

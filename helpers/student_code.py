@@ -47,7 +47,7 @@ class Definitions:
 
 def _python_lines(source: str) -> str:
     """A cell's source without IPython's magics and shell escapes (%matplotlib, !pip, ...)."""
-    return "\n".join("" if line.lstrip().startswith(("%", "!")) else line for line in source.splitlines())
+    return "\n".join("" if line.startswith(("%", "!")) else line for line in source.splitlines())
 
 
 def load_definitions(path: str | Path) -> Definitions:

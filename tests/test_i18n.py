@@ -15,9 +15,17 @@ from helpers.i18n import tr
 from conftest import ROOT, run_grader
 
 LANGUAGE = "es"
-ENGLISH = sorted((ROOT / "solutions").glob("*.ipynb"))
+EDITION = translate.edition(LANGUAGE)  # the notebooks of the Spanish edition: i18n/es/EDITION
+ENGLISH = [ROOT / "solutions" / f"{stem}.ipynb" for stem in EDITION]
 SPANISH = [ROOT / LANGUAGE / "solutions" / p.name for p in ENGLISH]
 STUDENT = [ROOT / LANGUAGE / "notebooks" / p.name for p in ENGLISH]
+ENGLISH_ALL = sorted((ROOT / "solutions").glob("*.ipynb"))
+
+
+def test_the_edition_holds_notebook_01_and_only_generated_notebooks():
+    assert "01_positional_encoding" in EDITION
+    assert sorted(p.name for p in (ROOT / LANGUAGE / "solutions").glob("*.ipynb")) == sorted(p.name for p in SPANISH)
+    assert sorted(p.name for p in (ROOT / LANGUAGE / "notebooks").glob("*.ipynb")) == sorted(p.name for p in STUDENT)
 
 
 def test_every_spanish_piece_is_translated_and_reviewed():
@@ -33,7 +41,7 @@ def test_the_spanish_notebooks_are_what_the_english_and_the_po_files_give(capsys
 def test_check_passes_and_counts_the_pieces(capsys):
     assert translate.main(["check"]) == 0
     out = capsys.readouterr().out
-    assert "Spanish pieces translated and up to date" in out
+    assert f"Spanish edition ({', '.join(EDITION)}):" in out and "translated and up to date" in out
 
 
 @pytest.mark.parametrize("english, spanish", list(zip(ENGLISH, SPANISH)), ids=lambda p: p.stem)
@@ -87,31 +95,31 @@ def test_an_english_change_without_its_spanish_counterpart_fails(tmp_path, monke
     extract keeps the old translation, marked fuzzy, until a translator reviews it."""
     root = _copy_of_the_repository(tmp_path)
     monkeypatch.setattr(translate, "ROOT", root)
-    path = root / "solutions" / "02_attention.ipynb"
+    stem = EDITION[0]
+    path = root / "solutions" / f"{stem}.ipynb"
     notebook = nbformat.read(path, as_version=4)
     cell = next(c for c in notebook.cells if c.cell_type == "markdown" and c.source.startswith("## 1."))
     cell.source = cell.source.replace("## 1.", "## 1. (changed)", 1)
     nbformat.write(notebook, path)
-
     assert translate.main(["check"]) == 1
     err = capsys.readouterr().err
-    assert f"i18n/{LANGUAGE}/02_attention.po: {cell.id}: stale" in err
+    assert f"i18n/{LANGUAGE}/{stem}.po: {cell.id}: stale" in err
     assert err.count(": stale") == 1 and ": missing" not in err
 
     assert translate.main(["extract"]) == 0
     assert translate.main(["review"]) == 1
     out = capsys.readouterr().out
-    assert f"02_attention.po, {cell.id}: stale" in out and "+## 1. (changed)" in out
+    assert f"{stem}.po, {cell.id}: stale" in out and "+## 1. (changed)" in out
     import polib
 
-    entry = next(e for e in polib.pofile(str(root / "i18n" / LANGUAGE / "02_attention.po")) if e.msgctxt == cell.id)
+    entry = next(e for e in polib.pofile(str(root / "i18n" / LANGUAGE / f"{stem}.po")) if e.msgctxt == cell.id)
     assert "fuzzy" in entry.flags and entry.msgid == cell.source and entry.msgstr
 
 
 def test_a_new_english_piece_is_missing_and_a_code_change_in_spanish_is_caught(tmp_path, monkeypatch, capsys):
     root = _copy_of_the_repository(tmp_path)
     monkeypatch.setattr(translate, "ROOT", root)
-    path = root / "solutions" / "04_masking.ipynb"
+    path = root / "solutions" / "01_positional_encoding.ipynb"
     notebook = nbformat.read(path, as_version=4)
     new = nbformat.v4.new_markdown_cell("A new paragraph.")
     new.id = "new-paragraph"
@@ -126,8 +134,20 @@ def test_a_new_english_piece_is_missing_and_a_code_change_in_spanish_is_caught(t
     po.save()
     assert translate.main(["check"]) == 1
     err = capsys.readouterr().err
-    assert f"i18n/{LANGUAGE}/04_masking.po: new-paragraph: missing" in err
+    assert f"i18n/{LANGUAGE}/01_positional_encoding.po: new-paragraph: missing" in err
     assert f"i18n/{LANGUAGE}/01_positional_encoding.po: {code.msgctxt}: code changed" in err
+
+
+def test_a_notebook_outside_the_edition_is_not_required_and_joining_it_requires_every_piece(tmp_path, monkeypatch,
+                                                                                           capsys):
+    root = _copy_of_the_repository(tmp_path)
+    monkeypatch.setattr(translate, "ROOT", root)
+    outside = next(p.stem for p in ENGLISH_ALL if p.stem not in EDITION) if len(EDITION) < len(ENGLISH_ALL) else None
+    if outside is None:
+        pytest.skip("every notebook is in the edition")
+    (root / "i18n" / LANGUAGE / "EDITION").write_text("\n".join([*EDITION, outside]) + "\n")
+    assert translate.main(["check"]) == 1
+    assert f"i18n/{LANGUAGE}/{outside}.po:" in capsys.readouterr().err
 
 
 def test_a_check_message_is_translated_through_the_same_catalog():

@@ -39,6 +39,8 @@ from typing import Any, Callable
 
 import numpy as np
 
+from ..i18n import tr
+
 PASS, FAIL, TODO = "pass", "fail", "todo"
 SYMBOLS = {PASS: "✅", FAIL: "❌", TODO: "📝"}
 
@@ -107,17 +109,18 @@ def exercise(name: str, *, notebook: str, defines: str, success: str = "correct!
                 warnings.simplefilter("ignore")
                 try:
                     extra = body(*args, **kwargs)
-                except NotImplementedYet as todo:
-                    verdict = Verdict(name, TODO, f"not implemented yet: {todo}")
+                except NotImplementedYet:
+                    verdict = Verdict(name, TODO, tr("harness:todo", "not implemented yet: replace `# Your Code Here` "
+                                                     "and `raise NotImplementedError()` with your code."))
                 except Known as known:
                     verdict = Verdict(name, FAIL, *_fill(declared, known.code, known.fields))
                 except Mistake as mistake:
                     verdict = Verdict(name, FAIL, str(mistake), mistake.code)
                 except Exception as bug:  # a bug in the check itself must still not show a traceback wall
-                    verdict = Verdict(name, FAIL, declared.hint("check_error", error=f"{type(bug).__name__}: {bug}"),
-                                      "check_error")
+                    verdict = Verdict(name, FAIL, *_fill(declared, "check_error",
+                                                         {"error": f"{type(bug).__name__}: {bug}"}))
                 else:
-                    verdict = Verdict(name, PASS, f"{success} {extra or ''}".strip())
+                    verdict = Verdict(name, PASS, f"{_translated(f'{name}:success', success)} {extra or ''}".strip())
             return verdict.record()
 
         registered = Exercise(name, notebook, defines, success, mistakes, points, check)
@@ -128,12 +131,22 @@ def exercise(name: str, *, notebook: str, defines: str, success: str = "correct!
     return decorate
 
 
+def _translated(key: str, english: str, **fields: Any) -> str:
+    """The registry's text `english` (a success line or a hint template) in the student's language
+    (helpers.set_language), filled with fields. The key is <exercise>:success, <exercise>:<code> or
+    generic:<code>; tfs-translate extracts these texts from the registry itself."""
+    return tr(key, english, **fields)
+
+
 def _fill(declared: Exercise, code: str, fields: dict) -> tuple[str, str]:
     """(message, code) of a known mistake; an undeclared code or a missing field is a bug of the check."""
     try:
-        return declared.hint(code, **fields), code
+        if code in declared.mistakes:
+            return _translated(f"{declared.name}:{code}", declared.mistakes[code], **fields), code
+        declared.hint(code, **fields)  # an undeclared code raises KeyError here
+        return _translated(f"generic:{code}", GENERIC_MISTAKES[code], **fields), code
     except (KeyError, IndexError) as error:
-        return declared.hint("check_error", error=f"unknown mistake or field: {error}"), "check_error"
+        return _fill(declared, "check_error", {"error": f"unknown mistake or field: {error}"})
 
 
 def exercises_in(notebook: str) -> list[Exercise]:
@@ -232,8 +245,8 @@ class NotImplementedYet(Exception):
 
 
 def generic(code: str, **fields: Any) -> Mistake:
-    """A Mistake with one of the GENERIC_MISTAKES codes and its filled-in message."""
-    return Mistake(GENERIC_MISTAKES[code].format(**fields), code)
+    """A Mistake with one of the GENERIC_MISTAKES codes and its filled-in message (in the student's language)."""
+    return Mistake(_translated(f"generic:{code}", GENERIC_MISTAKES[code], **fields), code)
 
 
 # ---------------------------------------------------------------------------------------- calling
@@ -343,7 +356,8 @@ def first_difference(actual: np.ndarray, expected: np.ndarray) -> str:
     """Describe the entry where two same-shaped arrays differ most."""
     diff = np.nan_to_num(np.abs(actual - expected), nan=np.inf)
     index = tuple(int(i) for i in np.unravel_index(int(np.argmax(diff)), diff.shape))
-    return f"at index {index} you have {actual[index]:.6g}, the reference has {expected[index]:.6g}"
+    return tr("harness:first_difference", "at index {index} you have {actual:.6g}, the reference has {expected:.6g}",
+              index=index, actual=actual[index], expected=expected[index])
 
 
 def compare(actual: np.ndarray, expected: np.ndarray, wrong_answers: dict[str, Any], what: str) -> None:
@@ -353,7 +367,8 @@ def compare(actual: np.ndarray, expected: np.ndarray, wrong_answers: dict[str, A
     match_known(actual, wrong_answers)
     if np.isnan(actual).any():
         raise generic("not_finite", what=what, index=tuple(int(i) for i in np.argwhere(np.isnan(actual))[0]))
-    raise Mistake(f"{what} differs from the reference: {first_difference(actual, expected)}.")
+    raise Mistake(tr("harness:differs", "{what} differs from the reference: {difference}.", what=what,
+                     difference=first_difference(actual, expected)))
 
 
 def is_close(a: float, b: float, tol: float = 1e-6) -> bool:

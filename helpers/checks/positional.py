@@ -5,6 +5,7 @@ from __future__ import annotations
 import numpy as np
 
 from ..positional import apply_rope, positional_encoding, rotation_matrix
+from ..i18n import tr
 from .harness import (Known, Mistake, call, compare, exercise, expect_finite, expect_shape, match_known, same,
                       to_array)
 
@@ -87,7 +88,8 @@ def check_create_position_matrix(create_position_matrix) -> str:
         if same(result[:, :2], expected[:, :2]):
             raise Known("later_columns_wrong", what=what, got=f"{result[1, 2]:.6g}", expected=f"{expected[1, 2]:.6g}")
         compare(result, expected, {}, what)
-    return "Matches the reference for sizes " + ", ".join(f"{s}x{d}" for s, d in SIZES) + "."
+    return tr("create_position_matrix:checked", "Matches the reference for sizes {sizes}.",
+              sizes=", ".join(f"{s}x{d}" for s, d in SIZES))
 
 
 ROTATION_MISTAKES = {
@@ -138,7 +140,7 @@ def check_rotation_matrix(rotation_matrix_fn) -> str:
         shifted = pe[:-k] @ result
         raise Known("does_not_shift", what=what, k=k, got=np.round(shifted[0, :4], 4).tolist(),
                     expected=np.round(pe[k, :4], 4).tolist())
-    return "Checked for k = 1, 3, 10."
+    return tr("rotation_matrix:checked", "Checked for k = {ks}.", ks="1, 3, 10")
 
 
 ROPE_MISTAKES = {
@@ -229,7 +231,8 @@ def check_apply_rope(apply_rope_fn) -> str:
         if number:
             raise Known("leading_axes", shape=shape)
         compare(result, expected, {}, what)
-    return "Matches the reference for x of shapes " + " and ".join(str(s) for s, _ in ROPE_CASES) + "."
+    return tr("apply_rope:checked", "Matches the reference for x of shapes {shapes}.",
+              shapes=tr("apply_rope:and", " and ").join(str(s) for s, _ in ROPE_CASES))
 
 
 __all__ = ["POSITION_MISTAKES", "ROPE_MISTAKES", "ROTATION_MISTAKES", "check_apply_rope",

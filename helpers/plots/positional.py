@@ -11,6 +11,7 @@ from typing import Any, Sequence
 import matplotlib.pyplot as plt
 import numpy as np
 
+from ..i18n import tr
 from ..validation import shape_str
 
 
@@ -57,10 +58,11 @@ def plot_encoding(pe: Any, title: str = "", ax=None):
     if ax is None:
         _, ax = plt.subplots(figsize=(7, 3.2))
     image = ax.pcolormesh(pe, cmap="viridis", vmin=-1, vmax=1)
-    ax.set_xlabel("dimension (column of PE)")
-    ax.set_ylabel("position")
+    ax.set_xlabel(tr("plots:pe_dimension", "dimension (column of PE)"))
+    ax.set_ylabel(tr("plots:position", "position"))
+    ax.set_title(title or tr("plots:pe_title", "Positional encoding: {positions} positions x {dims} dimensions",
+                             positions=pe.shape[0], dims=pe.shape[1]))
     ax.invert_yaxis()  # position 0 at the top, as in the printed matrix
-    ax.set_title(title or f"Positional encoding: {pe.shape[0]} positions x {pe.shape[1]} dimensions")
     plt.colorbar(image, ax=ax)
     return ax
 
@@ -88,9 +90,9 @@ def plot_dimensions(pe: Any, dims: Sequence[int], ax=None, title: str = ""):
         _, ax = plt.subplots(figsize=(7, 3))
     for d in dims:
         kind = "sin" if d % 2 == 0 else "cos"
-        ax.plot(pe[:, d], label=f"dim {d} ({kind})")
-    ax.set_xlabel("position")
-    ax.set_ylabel("PE value")
+        ax.plot(pe[:, d], label=tr("plots:dim_label", "dim {d} ({kind})", d=d, kind=kind))
+    ax.set_xlabel(tr("plots:position", "position"))
+    ax.set_ylabel(tr("plots:pe_value", "PE value"))
     if title:
         ax.set_title(title)
     ax.legend(loc="upper right", fontsize="small")
@@ -111,14 +113,16 @@ def plot_binary_and_sines(bits: Any, periods: Sequence[float]):
     fig, axes = plt.subplots(1, 2, figsize=(10, 2.8))
     axes[0].imshow(bits, cmap="gray_r", aspect="auto")
     axes[0].set_xticks(range(bits.shape[1]), [f"bit {b}" for b in range(bits.shape[1])])
-    axes[0].set(title=f"binary code of positions 0-{bits.shape[0] - 1}",
-                xlabel="bit (least significant, the fastest, on the left)", ylabel="position")
+    axes[0].set(title=tr("plots:binary_title", "binary code of positions 0-{last}", last=bits.shape[0] - 1),
+                xlabel=tr("plots:binary_x", "bit (least significant, the fastest, on the left)"),
+                ylabel=tr("plots:position", "position"))
     samples = 20  # points drawn per unit of position; every 20th point is a whole-number position
     positions = np.linspace(0, bits.shape[0] - 1, samples * (bits.shape[0] - 1) + 1)
     for period in periods:
         axes[1].plot(positions, np.cos(2 * np.pi * positions / period), marker="o", markersize=3,
-                     markevery=samples, label=f"period {period:g}")
-    axes[1].set(title="smooth version: cosines of doubling period", xlabel="position (dots: whole numbers)")
+                     markevery=samples, label=tr("plots:period", "period {period:g}", period=period))
+    axes[1].set(title=tr("plots:smooth_title", "smooth version: cosines of doubling period"),
+                xlabel=tr("plots:smooth_x", "position (dots: whole numbers)"))
     axes[1].legend(fontsize="small", loc="upper left", bbox_to_anchor=(1.01, 1))  # outside: no dot hidden
     fig.tight_layout()
     return axes
@@ -132,12 +136,14 @@ def plot_bounded_and_unique(pe: Any, offsets: Any, starts: Sequence[int] = (0, 1
     starts = _starts(starts, offsets, pe.shape[0])
     fig, axes = plt.subplots(1, 2, figsize=(10, 2.8))
     axes[0].hist(pe.ravel(), bins=50, range=(-1.1, 1.1))
-    axes[0].set(title=f"all values, positions 0 .. {pe.shape[0] - 1} (d_model = {pe.shape[1]})", xlabel="value",
-                ylabel="count")
+    axes[0].set(title=tr("plots:all_values", "all values, positions 0 .. {last} (d_model = {d_model})",
+                         last=pe.shape[0] - 1, d_model=pe.shape[1]),
+                xlabel=tr("plots:value", "value"), ylabel=tr("plots:count", "count"))
     for number, start in enumerate(starts):
         distances = np.linalg.norm(pe[start + offsets] - pe[start], axis=1)
         axes[1].plot(offsets, distances, "-" if number == 0 else "--", label=f"p = {start}")
-    axes[1].set(title="distance between PE(p) and PE(p + k)", xlabel="offset k", ylim=(0, None))
+    axes[1].set(title=tr("plots:distance_title", "distance between PE(p) and PE(p + k)"),
+                xlabel=tr("plots:offset_k", "offset k"), ylim=(0, None))
     axes[1].legend()
     fig.tight_layout()
     return axes
@@ -151,9 +157,10 @@ def plot_extrapolation(pe: Any, dims: Sequence[int], trained_length: int, ax=Non
         raise ValueError(f"trained_length must be an integer in [1, {pe.shape[0]}), got {trained_length!r}")
     if ax is None:
         _, ax = plt.subplots(figsize=(7, 2.6))
-    ax.axvspan(0, trained_length, color="0.9", label="lengths seen in training")
+    ax.axvspan(0, trained_length, color="0.9", label=tr("plots:trained_lengths", "lengths seen in training"))
     plot_dimensions(pe, dims, ax=ax)
-    ax.set_title(f"The encoding continues past the training lengths (d_model = {pe.shape[1]})")
+    ax.set_title(tr("plots:extrapolation_title",
+                    "The encoding continues past the training lengths (d_model = {d_model})", d_model=pe.shape[1]))
     return ax
 
 
@@ -166,8 +173,9 @@ def plot_offset_dot_products(pe: Any, offsets: Any, starts: Sequence[int] = (0, 
         _, ax = plt.subplots(figsize=(7, 3))
     for start in starts:
         ax.plot(offsets, pe[start + offsets] @ pe[start], label=f"p = {start}")
-    ax.set(xlabel="offset k", ylabel="PE(p) . PE(p + k)",
-           title=f"The dot product depends on the offset only (d_model = {pe.shape[1]})")
+    ax.set(xlabel=tr("plots:offset_k", "offset k"), ylabel="PE(p) . PE(p + k)",
+           title=tr("plots:dot_title", "The dot product depends on the offset only (d_model = {d_model})",
+                    d_model=pe.shape[1]))
     ax.legend()
     return ax
 
@@ -183,12 +191,12 @@ def plot_scores_along_sentence(additive: Any, rotary: Any, offsets: Sequence[int
         if scores.shape != (len(offsets), starts.size):
             raise ValueError(f"{name} must have shape {layout}, got {shape_str(scores.shape)}")
     fig, axes = plt.subplots(1, 2, figsize=(10, 2.8), sharey=True)
-    titles = ["positions added to the input", "RoPE: q and k rotated"]
+    titles = [tr("plots:added_title", "positions added to the input"), tr("plots:rope_title", "RoPE: q and k rotated")]
     for ax, scores, title in zip(axes, panels, titles):
         for k, row in zip(offsets, scores):
             ax.plot(starts, row, label=f"k = {k}")
-        ax.set(title=title, xlabel="position p of the query")
-    axes[0].set_ylabel("score of (p, p + k)")
+        ax.set(title=title, xlabel=tr("plots:query_position", "position p of the query"))
+    axes[0].set_ylabel(tr("plots:score_pk", "score of (p, p + k)"))
     axes[1].legend(fontsize="small")
     fig.tight_layout()
     return axes
