@@ -186,3 +186,22 @@ def test_the_grader_reports_the_same_code_for_spanish_with_a_spanish_message(tmp
     assert hint in found["en"]["message"]
     assert tr("create_position_matrix:sin_cos_swapped", hint, in_language=LANGUAGE) in found[LANGUAGE]["message"]
     assert hint not in found[LANGUAGE]["message"]
+
+
+def _outline_times(text: str, heading: str) -> dict[str, str]:
+    section = text[text.index(heading):]
+    rows = [line.split("|") for line in section.splitlines() if line.startswith("| 0")]
+    return {row[1].strip(): row[-2].strip() for row in rows}
+
+
+def test_the_spanish_readme_has_the_two_commands_the_outline_and_the_links():
+    english, spanish = (ROOT / "README.md").read_text(), (ROOT / "README.es.md").read_text()
+    assert "(README.es.md)" in english.split("\n## ")[0] and "make lab-es" in english
+    assert "(README.md)" in spanish.split("\n## ")[0]
+    commands = spanish[spanish.index("## Dos comandos"):spanish.index("## Temario")]
+    assert "make lab-es" in commands and "make test" in commands
+    assert _outline_times(spanish, "## Temario") == _outline_times(english, "## Course outline")
+    for target in ("lab-es", "translations", "review-translations", "outputs-es", "check-translations"):
+        assert f"\n{target}:" in (ROOT / "Makefile").read_text() and f"make {target}" in spanish
+    for stem in EDITION:
+        assert f"es/notebooks/{stem}.ipynb" in spanish

@@ -11,6 +11,7 @@ import numpy as np
 
 from ..attention import masked_softmax, softmax
 from ..masking import causal_mask, padding_mask
+from ..i18n import tr
 from .harness import Known, Mistake, as_numpy, call, compare, exercise, expect_shape, generic, to_array
 
 INVERTED = ("here True means MAY attend (the convention of F.scaled_dot_product_attention); True = blocked is "
@@ -71,9 +72,11 @@ def check_causal_mask(causal_fn: Callable) -> str:
             if np.array_equal(result, wrong):
                 raise Known(code)
         index = tuple(int(i) for i in np.argwhere(result != expected)[0])
-        raise Mistake(f"{what} is {bool(result[index])} at {index} (query {index[0]}, key {index[1]}); expected "
-                      f"{bool(expected[index])}: query i may attend to key j exactly when j <= i.")
-    return "Checked sizes 5, 1 and 8."
+        raise Mistake(tr("causal_mask:differs", "{what} is {got} at {index} (query {query}, key {key}); expected "
+                         "{expected}: query i may attend to key j exactly when j <= i.", what=what,
+                         got=bool(result[index]), index=index, query=index[0], key=index[1],
+                         expected=bool(expected[index])))
+    return tr("causal_mask:checked", "Checked sizes 5, 1 and 8.")
 
 
 # ----------------------------------------------------------------------------- padding_mask
@@ -124,8 +127,9 @@ def check_padding_mask(padding_fn: Callable) -> str:
         if result.all():
             raise Known("all_true", what=what)
         index = tuple(int(i) for i in np.argwhere(result != expected)[0])
-        raise Mistake(f"{what} differs from tokens != pad_id at {index}.")
-    return "Checked pad_id = 0 and pad_id = 1."
+        raise Mistake(tr("padding_mask:differs", "{what} differs from tokens != pad_id at {index}.", what=what,
+                         index=index))
+    return tr("padding_mask:checked", "Checked pad_id = 0 and pad_id = 1.")
 
 
 # ----------------------------------------------------------------------------- masked_softmax
@@ -196,7 +200,7 @@ def check_masked_softmax(masked_softmax_fn: Callable) -> str:
         blocked = ~np.broadcast_to(mask, scores.shape)
         if np.any(result[blocked] != 0.0):
             raise Known("blocked_not_zero", what=what, largest=f"{np.abs(result[blocked]).max():.2g}")
-    return "Checked a causal mask, fully masked rows and a broadcast padding mask."
+    return tr("masked_softmax:checked", "Checked a causal mask, fully masked rows and a broadcast padding mask.")
 
 
 __all__ = ["CAUSAL_MISTAKES", "MASKED_SOFTMAX_MISTAKES", "PADDING_MISTAKES", "check_causal_mask",

@@ -20,6 +20,7 @@ from typing import Any, Sequence
 import matplotlib.pyplot as plt
 import numpy as np
 
+from ..i18n import tr
 from ..attention import masked_softmax
 from ..validation import shape_str
 
@@ -68,8 +69,8 @@ def plot_attention(weights: Any, row_labels: Sequence[str] | None = None, col_la
     shown = np.ma.masked_invalid(matrix)
     image = ax.imshow(shown, cmap=cmap, vmin=vmin, vmax=vmax, aspect="auto")
     _ticks(ax, rows, cols)
-    ax.set_xlabel("key")
-    ax.set_ylabel("query")
+    ax.set_xlabel(tr("plots:key", "key"))
+    ax.set_ylabel(tr("plots:query", "query"))
     if title:
         ax.set_title(title)
     if annotate is None:
@@ -89,11 +90,12 @@ def plot_attention(weights: Any, row_labels: Sequence[str] | None = None, col_la
 
 
 def plot_mask(mask: Any, row_labels: Sequence[str] | None = None, col_labels: Sequence[str] | None = None,
-              ax=None, title: str = "Mask (True = may attend)"):
+              ax=None, title: str | None = None):
     """Picture of a boolean mask (L_q, L_k): filled cells may attend, blank ones are blocked.
 
     Broadcast shapes such as (batch, 1, 1, L) or (1, L) are squeezed to 2-D first when possible.
     """
+    title = tr("plots:mask_title", "Mask (True = may attend)") if title is None else title
     if hasattr(mask, "detach") and hasattr(mask, "cpu"):
         mask = mask.detach().cpu().numpy()
     mask = np.asarray(mask)
@@ -109,8 +111,8 @@ def plot_mask(mask: Any, row_labels: Sequence[str] | None = None, col_labels: Se
         _, ax = plt.subplots(figsize=(1.0 + 0.45 * len(cols), 0.8 + 0.4 * len(rows)) if len(cols) <= 12 else (5, 5))
     ax.imshow(matrix, cmap="Blues", vmin=-0.3, vmax=1.2, aspect="auto")
     _ticks(ax, rows, cols)
-    ax.set_xlabel("key")
-    ax.set_ylabel("query")
+    ax.set_xlabel(tr("plots:key", "key"))
+    ax.set_ylabel(tr("plots:query", "query"))
     if title:
         ax.set_title(title)
     if matrix.shape[0] <= 12 and matrix.shape[1] <= 12:
@@ -184,11 +186,11 @@ def plot_masking(scores: Any, mask: Any, labels: Sequence[str] | None = None):
                          f"{shape_str(matrix.shape)}") from None
     limit = float(np.abs(matrix).max()) or 1.0
     fig, axes = plt.subplots(1, 3, figsize=(4.6 * 3, 0.9 + 0.55 * matrix.shape[0]))
-    plot_scores(matrix, labels, ax=axes[0], title="scores", limit=limit)
-    plot_scores(np.where(full, matrix, -np.inf), labels, ax=axes[1], title="scores, blocked keys = -inf",
-                limit=limit)
-    plot_attention(masked_softmax(matrix, full), labels, ax=axes[2], title="weights after the softmax", vmin=0.0,
-                   vmax=1.0)
+    plot_scores(matrix, labels, ax=axes[0], title=tr("plots:scores", "scores"), limit=limit)
+    blocked = tr("plots:blocked_scores", "scores, blocked keys = -inf")
+    plot_scores(np.where(full, matrix, -np.inf), labels, ax=axes[1], title=blocked, limit=limit)
+    after = tr("plots:weights_after_softmax", "weights after the softmax")
+    plot_attention(masked_softmax(matrix, full), labels, ax=axes[2], title=after, vmin=0.0, vmax=1.0)
     fig.tight_layout()
     return fig
 
@@ -199,7 +201,7 @@ def plot_masks(masks: Sequence[Any], labels: Sequence[str] | None = None, titles
         raise ValueError("masks must be a non-empty list of boolean masks, one per panel, "
                          f"got {type(masks).__name__}")
     if titles is None:
-        titles = [f"mask {index + 1}" for index in range(len(masks))]
+        titles = [tr("plots:mask_n", "mask {n}", n=index + 1) for index in range(len(masks))]
     titles = [str(title) for title in titles]
     if len(titles) != len(masks):
         raise ValueError(f"titles must have one title per mask ({len(masks)}), got {len(titles)}")
