@@ -8,6 +8,7 @@ from typing import Any, Callable
 import numpy as np
 
 from ..attention import masked_softmax, scaled_dot_product_attention, softmax
+from ..i18n import tr
 from .harness import (Known, Mistake, call, compare, exercise, expect_finite, expect_shape, first_difference,
                       match_known, output_and_weights, same, to_array)
 
@@ -93,7 +94,7 @@ def check_softmax(softmax_fn: Callable) -> str:
             raise
         expect_shape(result, x.shape, what, "The softmax keeps the shape of its input.")
         compare(result, softmax(x, axis=axis), wrong_softmaxes(x, axis), what)
-    return "Checked 5 inputs (2-D and 3-D, axis -1, 0 and 1)."
+    return tr("softmax:checked", "Checked 5 inputs (2-D and 3-D, axis -1, 0 and 1).")
 
 
 # ----------------------------------------------------------------------------- attention
@@ -225,7 +226,8 @@ def check_scaled_dot_product_attention(attention_fn: Callable) -> str:
         if same(weights, expected_w):
             raise Known("output_not_weights_at_v", what=what, difference=first_difference(output, expected_out))
         compare(weights, expected_w, {}, f"{what}: weights")
-    return "Checked 2-D, batched, 4-D masked inputs and scores of about 2000."
+    return tr("scaled_dot_product_attention:checked",
+              "Checked 2-D, batched, 4-D masked inputs and scores of about 2000.")
 
 
 __all__ = ["ATTENTION_MISTAKES", "SOFTMAX_MISTAKES", "attention_cases", "check_scaled_dot_product_attention",

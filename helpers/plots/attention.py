@@ -247,8 +247,10 @@ def plot_saturation(widths: Sequence[int], raw: Sequence[Sequence[float]], scale
     for name, style, label in (("raw", "o-", "softmax(QK^T)"), ("scaled", "s--", "softmax(QK^T / sqrt(d_k))")):
         axes[0].plot(x, curves[name][:, 0], style, label=label)
         axes[1].plot(x, curves[name][:, 1], style, label=label)
-    axes[0].set(xscale="log", xlabel="d_k", ylabel="average largest weight", title="saturation")
-    axes[1].set(xscale="log", xlabel="d_k", ylabel="average Jacobian norm", title="gradient size")
+    axes[0].set(xscale="log", xlabel="d_k", ylabel=tr("plots:average_largest_weight", "average largest weight"),
+                title=tr("plots:saturation", "saturation"))
+    axes[1].set(xscale="log", xlabel="d_k", ylabel=tr("plots:average_jacobian", "average Jacobian norm"),
+                title=tr("plots:gradient_size", "gradient size"))
     axes[0].legend(fontsize="small")
     fig.tight_layout()
     return fig
