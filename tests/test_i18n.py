@@ -65,8 +65,8 @@ def test_spanish_notebooks_speak_spanish(spanish):
     text = "\n".join(c.source for c in notebook.cells)
     assert 'helpers.set_language("es")' in text
     english = nbformat.read(ROOT / "solutions" / spanish.name, as_version=4)
-    exercises = sum(c.source.startswith("## Exercise ") for c in english.cells)
-    assert sum(c.source.startswith("## Ejercicio ") for c in notebook.cells) == exercises
+    exercises = sum(c.source.count("## Exercise ") for c in english.cells)
+    assert sum(c.source.count("## Ejercicio ") for c in notebook.cells) == exercises
     assert text.count("<summary>Pista 1: la idea</summary>") == exercises
     assert "<summary>Hint" not in text and "slide" not in text.lower()
     for cell in notebook.cells:  # the checks answer in Spanish in the stored outputs

@@ -9,6 +9,7 @@ import numpy as np
 
 from ..attention import masked_softmax
 from ..multi_head import combine_heads, multi_head_attention, split_heads
+from ..i18n import tr
 from .harness import (Known, call, compare, exercise, expect_shape, first_difference, match_known,
                       output_and_weights, same, to_array)
 
@@ -74,7 +75,7 @@ def check_split_heads(split_fn: Callable) -> str:
             raise Known("axes_not_swapped", what=what, shape=result.shape, expected=expected_shape)
         expect_shape(result, expected_shape, what, "The result is (batch, h, L, d_k).")
         compare(result, split_heads(x, num_heads), wrong_splits(x, num_heads), what)
-    return "Checked 3 shapes, up to h = 8 heads of d_k = 8."
+    return tr("split_heads:checked", "Checked 3 shapes, up to h = 8 heads of d_k = 8.")
 
 
 def wrong_combines(x: np.ndarray) -> dict:
@@ -101,7 +102,7 @@ def check_combine_heads(combine_fn: Callable) -> str:
             raise Known("not_reshaped", what=what, shape=result.shape, expected=expected_shape)
         expect_shape(result, expected_shape, what, "The result is (batch, L, h * d_k).")
         compare(result, combine_heads(heads), wrong_combines(heads), what)
-    return "combine_heads(split_heads(x)) gives x back for 3 shapes."
+    return tr("combine_heads:checked", "combine_heads(split_heads(x)) gives x back for 3 shapes.")
 
 
 # ----------------------------------------------------------------------------- multi-head attention
@@ -207,7 +208,8 @@ def check_multi_head_attention(mha_fn: Callable) -> str:
         if same(weights, expected_w):
             raise Known("output_wrong_weights_right", what=what, difference=first_difference(output, expected_out))
         compare(weights, expected_w, {}, f"{what}: weights")
-    return "Cross-attention with h = 3 and a masked case with h = 4 match the reference."
+    return tr("multi_head_attention:checked",
+              "Cross-attention with h = 3 and a masked case with h = 4 match the reference.")
 
 
 __all__ = ["COMBINE_MISTAKES", "MHA_MISTAKES", "SPLIT_MISTAKES", "check_combine_heads", "check_multi_head_attention",

@@ -139,8 +139,8 @@ def plot_heads(weights_per_head: Any, labels: Sequence[str] | None = None, col_l
         if index >= heads:
             ax.axis("off")
             continue
-        plot_attention(weights[index], labels, col_labels, ax=ax, title=f"head {index}", annotate=annotate,
-                       vmin=0.0, vmax=1.0, colorbar=False)
+        plot_attention(weights[index], labels, col_labels, ax=ax, title=tr("plots:head_n", "head {n}", n=index),
+                       annotate=annotate, vmin=0.0, vmax=1.0, colorbar=False)
         if index % ncols:
             ax.set_ylabel("")
         if index < heads - ncols:
@@ -270,14 +270,15 @@ def plot_attention_cost(rows: Sequence[dict]):
         raise ValueError(f"rows must be dicts with keys 'L', 'ms', 'saved_MB'; missing {missing}")
     lengths = _curve([row["L"] for row in rows], "the L of rows", len(rows))
     fig, axes = plt.subplots(1, 2, figsize=(9, 3.2))
-    for ax, key, label in ((axes[0], "ms", "time, forward + backward (ms)"),
-                           (axes[1], "saved_MB", "memory kept for backward (MiB)")):
+    for ax, key, label in ((axes[0], "ms", tr("plots:time_ms", "time, forward + backward (ms)")),
+                           (axes[1], "saved_MB", tr("plots:memory_mib", "memory kept for backward (MiB)"))):
         values = _curve([row[key] for row in rows], f"the {key!r} of rows", len(rows))
         if not np.all(values > 0) or not np.all(lengths > 0):
             raise ValueError(f"rows must hold positive L and {key!r} values (they are drawn on log axes)")
-        ax.plot(lengths, values, "o-", label="measured")
-        ax.plot(lengths, values[-1] * (lengths / lengths[-1]) ** 2, "k--", linewidth=1, label="proportional to L²")
-        ax.set(xscale="log", yscale="log", xlabel="sequence length L", ylabel=label)
+        ax.plot(lengths, values, "o-", label=tr("plots:measured", "measured"))
+        ax.plot(lengths, values[-1] * (lengths / lengths[-1]) ** 2, "k--", linewidth=1,
+                label=tr("plots:proportional_l2", "proportional to L²"))
+        ax.set(xscale="log", yscale="log", xlabel=tr("plots:sequence_length", "sequence length L"), ylabel=label)
         ax.minorticks_off()
         ax.set_xticks(lengths, [f"{length:g}" for length in lengths])
         ax.legend(fontsize="small")
