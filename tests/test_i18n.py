@@ -173,7 +173,7 @@ def test_the_grader_reports_the_same_code_for_spanish_with_a_spanish_message(tmp
         target = tmp_path / language / "01_positional_encoding.ipynb"
         target.parent.mkdir()
         nbformat.write(notebook, target)
-    status, out, _ = run_grader("--json", tmp_path / "en", tmp_path / LANGUAGE)
+    status, out, _ = run_grader("--json", "--jobs", "2", tmp_path / "en", tmp_path / LANGUAGE)
     assert status == 1
     reports = json.loads(out)
     reports = reports if isinstance(reports, list) else [reports]
