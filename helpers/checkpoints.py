@@ -64,12 +64,16 @@ class TrainResult:
     path: Path
 
     def describe(self) -> str:
+        """Whether the model was trained or loaded, where it is saved, and how long training took."""
+        from .i18n import tr
+
         h = self.history
         if self.trained:
-            return (f"Trained for {len(h.loss)} steps in {h.seconds:.0f} s on {h.device} "
-                    f"({h.threads} threads); saved to {self.path}.")
-        return (f"Loaded the trained weights from {self.path} (training took {h.seconds:.0f} s on {h.device}). "
-                "Pass retrain=True to train again.")
+            return tr("checkpoints:trained", "Trained for {steps} steps in {seconds:.0f} s on {device} ({threads} "
+                      "threads); saved to {path}.", steps=len(h.loss), seconds=h.seconds, device=h.device,
+                      threads=h.threads, path=self.path)
+        return tr("checkpoints:loaded", "Loaded the trained weights from {path} (training took {seconds:.0f} s on "
+                  "{device}). Pass retrain=True to train again.", path=self.path, seconds=h.seconds, device=h.device)
 
 
 def train_or_load(config: TrainConfig, data: DateDataset, recipe: Recipe = REFERENCE, retrain: bool = False,

@@ -31,6 +31,7 @@ from pathlib import Path
 from typing import Any, Callable
 
 from .checks.harness import EXERCISES, silenced
+from .i18n import tr
 
 PRELUDE = "import math\nimport numpy as np\nimport torch\nfrom torch import nn\nimport torch.nn.functional as F\n"
 KEPT = (ast.Import, ast.ImportFrom, ast.FunctionDef, ast.AsyncFunctionDef, ast.ClassDef)
@@ -144,8 +145,12 @@ class Choice:
         """One line per part: whose version runs, and why."""
         lines = []
         for name, origin in self.origin.items():
-            who = "your" if origin == "yours" else "the reference"
-            lines.append(f"{name}: {who} version ({self.reasons[name]})")
+            if origin == "yours":
+                lines.append(tr("student_code:your_version", "{name}: your version ({reason})", name=name,
+                                reason=self.reasons[name]))
+            else:
+                lines.append(tr("student_code:reference_version", "{name}: the reference version ({reason})",
+                                name=name, reason=self.reasons[name]))
         return "\n".join(lines)
 
 
@@ -171,14 +176,14 @@ def student_or_reference(path: str | Path, parts: dict[str, tuple[Callable, Any]
     for name, (check, reference) in parts.items():
         objects[name], origin[name] = reference, "reference"
         if name not in found.sources:
-            reasons[name] = f"{Path(path).name} defines no {name}"
+            reasons[name] = tr("student_code:defines_no", "{file} defines no {name}", file=Path(path).name, name=name)
             found.namespace[name] = reference
             continue
         with silenced():
             verdict = check(found.namespace[name])
         if verdict:
             objects[name], origin[name], sources[name] = found.namespace[name], "yours", found.sources[name]
-            reasons[name] = f"its check passes, from {Path(path).name}"
+            reasons[name] = tr("student_code:passes_from", "its check passes, from {file}", file=Path(path).name)
         else:
             reasons[name] = _not_yet(verdict)
             found.namespace[name] = reference
@@ -188,9 +193,9 @@ def student_or_reference(path: str | Path, parts: dict[str, tuple[Callable, Any]
 def _not_yet(verdict) -> str:
     """Why the student's version is not used, in a few words: not written yet, or the hint's first sentence."""
     if verdict.status == "todo":
-        return "not written yet"
+        return tr("student_code:not_written", "not written yet")
     first = verdict.message.split(". ")[0].rstrip(".")
-    return f"its check does not pass yet ({first})"
+    return tr("student_code:does_not_pass", "its check does not pass yet ({first})", first=first)
 
 
 def notebook_parts(notebook: str) -> dict[str, tuple[Callable, Any]]:
@@ -207,7 +212,8 @@ def notebook_parts(notebook: str) -> dict[str, tuple[Callable, Any]]:
 
 def yours_or_reference(obj: Any, defines: str | None = None) -> tuple[Any, str]:
     """(obj, "your") when the check of the exercise that defines obj passes (silenced), else
-    (the reference from helpers, "the reference"). defines defaults to obj.__name__."""
+    (the reference from helpers, "the reference"), these words in the student's language
+    (helpers.set_language). defines defaults to obj.__name__."""
     import helpers
 
     name = defines or getattr(obj, "__name__", "")
@@ -216,7 +222,9 @@ def yours_or_reference(obj: Any, defines: str | None = None) -> tuple[Any, str]:
         raise ValueError(f"defines must name what an exercise defines (e.g. 'greedy_decode'), got {name!r}")
     with silenced():
         verdict = exercise.check(obj)
-    return (obj, "your") if verdict else (getattr(helpers, name), "the reference")
+    if verdict:
+        return obj, tr("student_code:whose_yours", "your")
+    return getattr(helpers, name), tr("student_code:whose_reference", "the reference")
 
 
 def your_recipe(model_notebook: str | Path = "05_transformer.ipynb", **own: Any):
@@ -236,7 +244,9 @@ def your_recipe(model_notebook: str | Path = "05_transformer.ipynb", **own: Any)
     if choice.origin["Transformer"] != "yours":
         for name in origin:
             if origin[name] == "yours" and name != "Transformer":
-                origin[name], reasons[name] = "reference", "its check passes, but only your Transformer would use it"
+                origin[name] = "reference"
+                reasons[name] = tr("student_code:only_your_transformer",
+                                   "its check passes, but only your Transformer would use it")
                 sources.pop(name)
     used = {"transformer_lr": None, "LabelSmoothingLoss": None}
     own_parts = notebook_parts("06_training")
@@ -247,7 +257,8 @@ def your_recipe(model_notebook: str | Path = "05_transformer.ipynb", **own: Any)
         with silenced():
             verdict = check(obj)
         if verdict:
-            used[name], origin[name], reasons[name] = obj, "yours", "its check passes, in this notebook"
+            used[name], origin[name] = obj, "yours"
+            reasons[name] = tr("student_code:passes_here", "its check passes, in this notebook")
             sources[name] = source_of(obj)
         else:
             origin[name], reasons[name] = "reference", _not_yet(verdict)

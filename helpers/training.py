@@ -101,16 +101,25 @@ class Recipe:
     reasons: dict[str, str] = field(default_factory=dict)  # part name -> why
 
     def describe(self) -> str:
-        """Whose code trains: one summary line, then one line per part and why."""
+        """Whose code trains: one summary line, then one line per part and why (in the student's language)."""
+        from .i18n import tr
+
         yours = [name for name, who in self.origin.items() if who == "yours"]
         theirs = [name for name, who in self.origin.items() if who != "yours"]
-        if not yours:
-            lines = ["Training the reference code from helpers" + (": " + ", ".join(theirs) if theirs else "") + "."]
+        if not yours and theirs:
+            lines = [tr("training:reference_code_parts", "Training the reference code from helpers: {parts}.",
+                        parts=", ".join(theirs))]
+        elif not yours:
+            lines = [tr("training:reference_code", "Training the reference code from helpers.")]
+        elif theirs:
+            lines = [tr("training:your_code_and_helpers", "Training YOUR code: {yours}; from helpers: {theirs}.",
+                        yours=", ".join(yours), theirs=", ".join(theirs))]
         else:
-            lines = ["Training YOUR code: " + ", ".join(yours)
-                     + ("; from helpers: " + ", ".join(theirs) + "." if theirs else ".")]
+            lines = [tr("training:your_code", "Training YOUR code: {yours}.", yours=", ".join(yours))]
+        marks = {"yours": tr("training:mark_yours", "yours"), "reference": tr("training:mark_reference", "reference")}
+        width = max(len(mark) for mark in marks.values())
         for name, who in self.origin.items():
-            mark = "yours    " if who == "yours" else "reference"
+            mark = (marks["yours"] if who == "yours" else marks["reference"]).ljust(width)
             lines.append(f"  {mark}  {name}: {self.reasons.get(name, '')}".rstrip())
         return "\n".join(lines)
 

@@ -43,12 +43,12 @@ SOFTMAX_MISTAKES = {
 def softmax_cases() -> list[tuple[str, np.ndarray, dict]]:
     """(description, x, kwargs) the student's softmax is called with, in order."""
     return [
-        ("a square 3 x 3 matrix", _seeded(23, 3, 3, scale=2.0), {}),
-        ("a 4 x 6 matrix, default axis", _seeded(20, 4, 6, scale=3.0), {}),
-        ("a 4 x 6 matrix with axis=0", _seeded(21, 4, 6, scale=3.0), {"axis": 0}),
-        ("a 2 x 3 x 4 array with axis=1", _seeded(22, 2, 3, 4, scale=2.0), {"axis": 1}),
-        ("logits of about +1000 and -1000", np.array([[1000.0, 1000.0, 999.0, 990.0],
-                                                      [-1000.0, -1000.0, -1001.0, -1010.0]]), {}),
+        (tr("softmax:case_square", "a square 3 x 3 matrix"), _seeded(23, 3, 3, scale=2.0), {}),
+        (tr("softmax:case_default_axis", "a 4 x 6 matrix, default axis"), _seeded(20, 4, 6, scale=3.0), {}),
+        (tr("softmax:case_axis_0", "a 4 x 6 matrix with axis=0"), _seeded(21, 4, 6, scale=3.0), {"axis": 0}),
+        (tr("softmax:case_axis_1", "a 2 x 3 x 4 array with axis=1"), _seeded(22, 2, 3, 4, scale=2.0), {"axis": 1}),
+        (tr("softmax:case_large", "logits of about +1000 and -1000"),
+         np.array([[1000.0, 1000.0, 999.0, 990.0], [-1000.0, -1000.0, -1001.0, -1010.0]]), {}),
     ]
 
 
@@ -92,7 +92,7 @@ def check_softmax(softmax_fn: Callable) -> str:
             if crash.code == "raised_error" and "could not be broadcast" in str(crash):
                 raise Known("sum_without_keepdims") from None
             raise
-        expect_shape(result, x.shape, what, "The softmax keeps the shape of its input.")
+        expect_shape(result, x.shape, what, tr("softmax:shape_hint", "The softmax keeps the shape of its input."))
         compare(result, softmax(x, axis=axis), wrong_softmaxes(x, axis), what)
     return tr("softmax:checked", "Checked 5 inputs (2-D and 3-D, axis -1, 0 and 1).")
 
@@ -149,9 +149,12 @@ def attention_cases() -> list[tuple[str, tuple, Any]]:
     mask4[..., 0] = True
     return [
         ("Q (3, 4), K (4, 4), V (4, 5)", (q1, k1, v1), None),
-        ("batched Q (2, 5, 8), K (2, 6, 8), V (2, 6, 3)", (q2, k2, v2), None),
-        ("Q (2, 3, 4, 16), K (2, 3, 7, 16), V (2, 3, 7, 2) with a mask (2, 1, 4, 7)", (q3, k3, v3), mask),
-        ("large scores (up to about 2000): Q (2, 4, 8), K (2, 6, 8), V (2, 6, 3) with a mask (2, 4, 6)",
+        (tr("scaled_dot_product_attention:case_batched", "batched Q (2, 5, 8), K (2, 6, 8), V (2, 6, 3)"),
+         (q2, k2, v2), None),
+        (tr("scaled_dot_product_attention:case_masked",
+            "Q (2, 3, 4, 16), K (2, 3, 7, 16), V (2, 3, 7, 2) with a mask (2, 1, 4, 7)"), (q3, k3, v3), mask),
+        (tr("scaled_dot_product_attention:case_large",
+            "large scores (up to about 2000): Q (2, 4, 8), K (2, 6, 8), V (2, 6, 3) with a mask (2, 4, 6)"),
          (q4, k4, v4), mask4),
     ]
 
@@ -208,8 +211,10 @@ def check_scaled_dot_product_attention(attention_fn: Callable) -> str:
         expected_out, expected_w = scaled_dot_product_attention(Q, K, V, mask)
         if output.shape == expected_w.shape and weights.shape == expected_out.shape and output.shape != weights.shape:
             raise Known("output_weights_swapped", what=what)
-        expect_shape(weights, expected_w.shape, f"{what}: weights", "The weights are (..., L_q, L_k).")
-        expect_shape(output, expected_out.shape, f"{what}: output", "The output is (..., L_q, d_v).")
+        expect_shape(weights, expected_w.shape, tr("harness:part_weights", "{what}: weights", what=what),
+                     tr("scaled_dot_product_attention:weights_shape", "The weights are (..., L_q, L_k)."))
+        expect_shape(output, expected_out.shape, tr("harness:part_output", "{what}: output", what=what),
+                     tr("scaled_dot_product_attention:output_shape", "The output is (..., L_q, d_v)."))
         if same((output, weights), (expected_out, expected_w)):
             passed_2d = passed_2d or Q.ndim == 2
             passed_batched = passed_batched or Q.ndim > 2
@@ -219,13 +224,13 @@ def check_scaled_dot_product_attention(attention_fn: Callable) -> str:
             raise Known("softmax_overflows")
         if passed_2d and not passed_batched:
             raise Known("batched_axes_wrong", what=what)
-        expect_finite(weights, f"{what}: weights")
+        expect_finite(weights, tr("harness:part_weights", "{what}: weights", what=what))
         if not np.allclose(weights.sum(axis=-1), 1.0):
             row_sum = weights.reshape(-1, weights.shape[-1])[0].sum()
             raise Known("rows_do_not_sum_to_one", what=what, row_sum=f"{row_sum:.4f}")
         if same(weights, expected_w):
             raise Known("output_not_weights_at_v", what=what, difference=first_difference(output, expected_out))
-        compare(weights, expected_w, {}, f"{what}: weights")
+        compare(weights, expected_w, {}, tr("harness:part_weights", "{what}: weights", what=what))
     return tr("scaled_dot_product_attention:checked",
               "Checked 2-D, batched, 4-D masked inputs and scores of about 2000.")
 

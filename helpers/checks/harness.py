@@ -146,7 +146,8 @@ def _fill(declared: Exercise, code: str, fields: dict) -> tuple[str, str]:
         declared.hint(code, **fields)  # an undeclared code raises KeyError here
         return _translated(f"generic:{code}", GENERIC_MISTAKES[code], **fields), code
     except (KeyError, IndexError) as error:
-        return _fill(declared, "check_error", {"error": f"unknown mistake or field: {error}"})
+        return _fill(declared, "check_error",
+                     {"error": tr("harness:unknown_mistake", "unknown mistake or field: {error}", error=error)})
 
 
 def exercises_in(notebook: str) -> list[Exercise]:
@@ -267,13 +268,14 @@ def call(func: Any, *args: Any, **kwargs: Any) -> Any:
         if len(frames) > 1:
             frame = frames[-1]
             code = (frame.line or "").strip()
-            where = f" (at line {frame.lineno}: `{code}`)" if code else f" (at line {frame.lineno})"
+            where = (tr("harness:at_line_code", " (at line {line}: `{code}`)", line=frame.lineno, code=code) if code
+                     else tr("harness:at_line", " (at line {line})", line=frame.lineno))
         raise generic("raised_error", call=_call_label(func, args, kwargs), error=f"{type(error).__name__}: {error}",
                       where=where) from None
 
 
 def _call_label(func: Any, args: tuple, kwargs: dict) -> str:
-    name = getattr(func, "__name__", "your function")
+    name = getattr(func, "__name__", tr("harness:your_function", "your function"))
     parts = [_short(a) for a in args] + [f"{k}={_short(v)}" for k, v in kwargs.items()]
     return f"{name}({', '.join(parts)})"
 
@@ -281,14 +283,16 @@ def _call_label(func: Any, args: tuple, kwargs: dict) -> str:
 def _short(value: Any) -> str:
     shape = getattr(value, "shape", None)
     if shape is not None:
-        return f"<{type(value).__name__} of shape {tuple(shape)}>"
+        return tr("harness:value_of_shape", "<{kind} of shape {shape}>", kind=type(value).__name__, shape=tuple(shape))
     text = repr(value)
     return text if len(text) <= 30 else text[:27] + "..."
 
 
 # ---------------------------------------------------------------------------------------- converting
-def as_numpy(value: Any, what: str, dtype: Any = None, kind: str = "an array") -> np.ndarray:
-    """Turn a returned value (array, tensor, nested list) into a numpy array, or explain why it cannot be one."""
+def as_numpy(value: Any, what: str, dtype: Any = None, kind: str | None = None) -> np.ndarray:
+    """Turn a returned value (array, tensor, nested list) into a numpy array, or explain why it cannot be one.
+
+    kind: what the value should have been, for the message (default "an array")."""
     if value is None:
         raise generic("returned_none", what=what)
     if hasattr(value, "detach") and hasattr(value, "cpu"):  # a torch tensor
@@ -298,12 +302,13 @@ def as_numpy(value: Any, what: str, dtype: Any = None, kind: str = "an array") -
             warnings.simplefilter("ignore")
             return np.asarray(value, dtype=dtype)
     except Exception:  # noqa: BLE001 - ragged lists, strings, odd objects
-        raise generic("not_an_array", what=what, kind=type(value).__name__, expected=kind) from None
+        raise generic("not_an_array", what=what, kind=type(value).__name__,
+                      expected=kind if kind is not None else tr("harness:an_array", "an array")) from None
 
 
 def to_array(value: Any, what: str) -> np.ndarray:
     """Turn a returned value into a float64 numpy array, or explain why it cannot be one."""
-    return as_numpy(value, what, np.float64, "an array of numbers")
+    return as_numpy(value, what, np.float64, tr("harness:an_array_of_numbers", "an array of numbers"))
 
 
 def output_and_weights(result: Any, what: str) -> tuple[np.ndarray, np.ndarray]:
@@ -312,9 +317,10 @@ def output_and_weights(result: Any, what: str) -> tuple[np.ndarray, np.ndarray]:
         raise generic("returned_none", what=what)
     if not isinstance(result, (tuple, list)) or len(result) != 2:
         shape = getattr(result, "shape", None)
-        extra = f" of shape {tuple(shape)}" if shape is not None else ""
+        extra = tr("harness:of_shape", " of shape {shape}", shape=tuple(shape)) if shape is not None else ""
         raise generic("not_a_pair", what=what, kind=f"{type(result).__name__}{extra}")
-    return to_array(result[0], f"{what}[0] (output)"), to_array(result[1], f"{what}[1] (weights)")
+    return (to_array(result[0], tr("harness:pair_output", "{what}[0] (output)", what=what)),
+            to_array(result[1], tr("harness:pair_weights", "{what}[1] (weights)", what=what)))
 
 
 # ---------------------------------------------------------------------------------------- comparing

@@ -26,9 +26,13 @@ def to_bool_array(value: Any, what: str) -> np.ndarray:
     if array.dtype != bool:
         if array.dtype.kind in "iuf" and array.size and np.isin(array, (0, 1)).all():
             raise Known("not_boolean", what=what, dtype=array.dtype)
-        kind = {"U": "numpy array of strings", "S": "numpy array of bytes", "O": "numpy array of objects"}.get(
-            array.dtype.kind, f"numpy array of dtype {array.dtype}")
-        raise generic("not_an_array", what=what, kind=kind, expected="a boolean array (True = may attend)")
+        kinds = {"U": tr("masking:array_of_strings", "numpy array of strings"),
+                 "S": tr("masking:array_of_bytes", "numpy array of bytes"),
+                 "O": tr("masking:array_of_objects", "numpy array of objects")}
+        kind = kinds.get(array.dtype.kind) or tr("masking:array_of_dtype", "numpy array of dtype {dtype}",
+                                                 dtype=array.dtype)
+        raise generic("not_an_array", what=what, kind=kind,
+                      expected=tr("masking:boolean_array", "a boolean array (True = may attend)"))
     return array
 
 
@@ -64,7 +68,8 @@ def check_causal_mask(causal_fn: Callable) -> str:
     for size in (5, 1, 8):
         what = f"causal_mask({size})"
         result = to_bool_array(call(causal_fn, size), what)
-        expect_shape(result, (size, size), what, "The mask is (L, L): one row per query, one column per key.")
+        expect_shape(result, (size, size), what,
+                     tr("causal_mask:shape_hint", "The mask is (L, L): one row per query, one column per key."))
         expected = causal_mask(size)
         if np.array_equal(result, expected):
             continue
@@ -107,7 +112,8 @@ PADDING_MISTAKES = {
 def check_padding_mask(padding_fn: Callable) -> str:
     """Check a student's padding_mask(tokens, pad_id): bool (batch, 1, 1, L), True for real tokens."""
     for tokens, pad_id in padding_cases():
-        what = f"padding_mask(<tokens of shape {tokens.shape}>, pad_id={pad_id})"
+        what = tr("padding_mask:what", "padding_mask(<tokens of shape {shape}>, pad_id={pad_id})", shape=tokens.shape,
+                  pad_id=pad_id)
         result = to_bool_array(call(padding_fn, tokens.copy(), pad_id), what)
         expected = padding_mask(tokens, pad_id)
         batch, length = tokens.shape
@@ -117,7 +123,8 @@ def check_padding_mask(padding_fn: Callable) -> str:
                 code = "mask_on_queries" if result.shape == (batch, length, 1, 1) else "missing_singleton_axes"
                 raise Known(code, what=what, shape=result.shape, expected=expected.shape)
         expect_shape(result, expected.shape, what,
-                     "The mask is (batch, 1, 1, L): it broadcasts over heads and queries.")
+                     tr("padding_mask:shape_hint",
+                        "The mask is (batch, 1, 1, L): it broadcasts over heads and queries."))
         if np.array_equal(result, expected):
             continue
         if np.array_equal(result, ~expected):
@@ -145,9 +152,9 @@ def masked_softmax_cases() -> list[tuple[str, np.ndarray, np.ndarray]]:
     scores3 = rng.normal(scale=2.0, size=(2, 3, 4, 6))
     mask3 = padding_mask(np.array([[7, 8, 9, 0, 0, 0], [1, 2, 3, 4, 5, 0]]), 0)  # (2, 1, 1, 6)
     return [
-        ("scores (5, 5), causal mask", scores1, causal_mask(5)),
-        ("scores (2, 4, 5), a mask with fully masked rows", scores2, mask2),
-        ("scores (2, 3, 4, 6), padding mask (2, 1, 1, 6)", scores3, mask3),
+        (tr("masked_softmax:case_causal", "scores (5, 5), causal mask"), scores1, causal_mask(5)),
+        (tr("masked_softmax:case_empty_rows", "scores (2, 4, 5), a mask with fully masked rows"), scores2, mask2),
+        (tr("masked_softmax:case_padding", "scores (2, 3, 4, 6), padding mask (2, 1, 1, 6)"), scores3, mask3),
     ]
 
 
@@ -195,7 +202,8 @@ def check_masked_softmax(masked_softmax_fn: Callable) -> str:
     for description, scores, mask in masked_softmax_cases():
         what = f"masked_softmax(<{description}>)"
         result = to_array(call(masked_softmax_fn, scores.copy(), mask.copy()), what)
-        expect_shape(result, scores.shape, what, "The weights have the shape of the scores.")
+        expect_shape(result, scores.shape, what,
+                     tr("masked_softmax:shape_hint", "The weights have the shape of the scores."))
         compare(result, masked_softmax(scores, mask), wrong_masked_softmaxes(scores, mask), what)
         blocked = ~np.broadcast_to(mask, scores.shape)
         if np.any(result[blocked] != 0.0):

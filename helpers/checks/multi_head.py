@@ -68,12 +68,13 @@ def check_split_heads(split_fn: Callable) -> str:
     for x, num_heads in split_cases():
         batch, length, d_model = x.shape
         d_k = d_model // num_heads
-        what = f"split_heads(<x of shape {x.shape}>, {num_heads})"
+        what = tr("split_heads:what", "split_heads(<x of shape {shape}>, {num_heads})", shape=x.shape,
+                  num_heads=num_heads)
         result = to_array(call(split_fn, x.copy(), num_heads), what)
         expected_shape = (batch, num_heads, length, d_k)
         if result.shape == (batch, length, num_heads, d_k):
             raise Known("axes_not_swapped", what=what, shape=result.shape, expected=expected_shape)
-        expect_shape(result, expected_shape, what, "The result is (batch, h, L, d_k).")
+        expect_shape(result, expected_shape, what, tr("split_heads:shape_hint", "The result is (batch, h, L, d_k)."))
         compare(result, split_heads(x, num_heads), wrong_splits(x, num_heads), what)
     return tr("split_heads:checked", "Checked 3 shapes, up to h = 8 heads of d_k = 8.")
 
@@ -95,12 +96,13 @@ def check_combine_heads(combine_fn: Callable) -> str:
     for x, num_heads in split_cases():
         heads = split_heads(x, num_heads)
         batch, h, length, d_k = heads.shape
-        what = f"combine_heads(<x of shape {heads.shape}>)"
+        what = tr("combine_heads:what", "combine_heads(<x of shape {shape}>)", shape=heads.shape)
         result = to_array(call(combine_fn, heads.copy()), what)
         expected_shape = (batch, length, h * d_k)
         if result.shape == (batch, length, h, d_k):
             raise Known("not_reshaped", what=what, shape=result.shape, expected=expected_shape)
-        expect_shape(result, expected_shape, what, "The result is (batch, L, h * d_k).")
+        expect_shape(result, expected_shape, what,
+                     tr("combine_heads:shape_hint", "The result is (batch, L, h * d_k)."))
         compare(result, combine_heads(heads), wrong_combines(heads), what)
     return tr("combine_heads:checked", "combine_heads(split_heads(x)) gives x back for 3 shapes.")
 
@@ -143,7 +145,8 @@ def mha_cases() -> list[tuple[str, dict]]:
     mask[..., 0], mask[..., -1] = True, False
     second["mask"] = mask
     return [("x_q (2, 3, 12), x_kv (2, 5, 12), h = 3", first),
-            ("x_q (2, 4, 12), x_kv (2, 6, 12), h = 4, mask (2, 1, 4, 6)", second)]
+            (tr("multi_head_attention:case_masked", "x_q (2, 4, 12), x_kv (2, 6, 12), h = 4, mask (2, 1, 4, 6)"),
+             second)]
 
 
 def _mha_variant(x_q, x_kv, w_q, w_k, w_v, w_o, num_heads, mask, *, scale=None, split=split_heads,
@@ -200,14 +203,16 @@ def check_multi_head_attention(mha_fn: Callable) -> str:
             raise Known("weights_averaged_over_heads", what=what, shape=weights.shape, expected=expected_w.shape)
         if weights.shape[:-1] == expected_w.shape[:-1] and weights.shape[-1] == length_q != length_k:
             raise Known("kv_from_x_q", what=what, length_q=length_q, length_k=length_k)
-        expect_shape(weights, expected_w.shape, f"{what}: weights", "The weights are (batch, h, L_q, L_k).")
-        expect_shape(output, expected_out.shape, f"{what}: output", "The output is (batch, L_q, d_model).")
+        expect_shape(weights, expected_w.shape, tr("harness:part_weights", "{what}: weights", what=what),
+                     tr("multi_head_attention:weights_shape", "The weights are (batch, h, L_q, L_k)."))
+        expect_shape(output, expected_out.shape, tr("harness:part_output", "{what}: output", what=what),
+                     tr("multi_head_attention:output_shape", "The output is (batch, L_q, d_model)."))
         if same((output, weights), (expected_out, expected_w)):
             continue
         match_known((output, weights), wrong_multi_heads(case))
         if same(weights, expected_w):
             raise Known("output_wrong_weights_right", what=what, difference=first_difference(output, expected_out))
-        compare(weights, expected_w, {}, f"{what}: weights")
+        compare(weights, expected_w, {}, tr("harness:part_weights", "{what}: weights", what=what))
     return tr("multi_head_attention:checked",
               "Cross-attention with h = 3 and a masked case with h = 4 match the reference.")
 

@@ -77,7 +77,8 @@ def check_create_position_matrix(create_position_matrix) -> str:
         if result.shape == (embed_size, seq_length) and seq_length != embed_size:
             raise Known("rows_columns_swapped", what=what, shape=result.shape)
         expect_shape(result, (seq_length, embed_size), what,
-                     "One row per position (seq_length rows), one column per dimension (embed_size columns).")
+                     tr("create_position_matrix:shape_hint", "One row per position (seq_length rows), one column "
+                        "per dimension (embed_size columns)."))
         expect_finite(result, what)
         expected = positional_encoding(seq_length, embed_size)
         if same(result, expected):
@@ -130,7 +131,8 @@ def check_rotation_matrix(rotation_matrix_fn) -> str:
     for k, d_model in [(1, 8), (3, 16), (10, 64)]:
         what = f"rotation_matrix({k}, {d_model})"
         result = to_array(call(rotation_matrix_fn, k, d_model), what)
-        expect_shape(result, (d_model, d_model), what, "R is square: d_model x d_model.")
+        expect_shape(result, (d_model, d_model), what,
+                     tr("rotation_matrix:shape_hint", "R is square: d_model x d_model."))
         expect_finite(result, what)
         expected = rotation_matrix(k, d_model)
         if same(result, expected):
@@ -211,11 +213,13 @@ def check_apply_rope(apply_rope_fn) -> str:
     for number, (shape, positions) in enumerate(ROPE_CASES):
         x, positions = rng.normal(size=shape), np.array(positions)
         given = x.copy()
-        what = f"apply_rope(x of shape {shape}, positions={positions.tolist()})"
+        what = tr("apply_rope:what", "apply_rope(x of shape {shape}, positions={positions})", shape=shape,
+                  positions=positions.tolist())
         expected = apply_rope(x, positions)
         try:
             result = to_array(call(apply_rope_fn, given, positions.copy()), what)
-            expect_shape(result, shape, what, "RoPE returns an array of the same shape as x.")
+            expect_shape(result, shape, what,
+                         tr("apply_rope:shape_hint", "RoPE returns an array of the same shape as x."))
             expect_finite(result, what)
         except Mistake as mistake:
             if number and mistake.code in ("raised_error", "wrong_shape"):  # right on (L, d), not on a batch

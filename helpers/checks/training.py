@@ -20,6 +20,7 @@ import numpy as np
 import torch
 
 from ..decoding import greedy_decode as reference_greedy_decode
+from ..i18n import tr
 from ..loss import LabelSmoothingLoss as reference_loss
 from ..loss import loss_floor as reference_loss_floor
 from ..masking import padding_mask
@@ -95,21 +96,25 @@ def check_transformer_lr(transformer_lr_fn: Any) -> str:
         what = f"transformer_lr(step={step}, d_model={d_model}, warmup={warmup})"
         out = to_array(call(transformer_lr_fn, step, d_model, warmup), what)
         if out.size != 1:
-            raise generic("wrong_shape", what=what, actual=out.shape, expected="() (one number)",
-                          hint=" Return the learning rate of that one step.")
+            raise generic("wrong_shape", what=what, actual=out.shape,
+                          expected=tr("training:one_number", "() (one number)"),
+                          hint=tr("transformer_lr:shape_hint", " Return the learning rate of that one step."))
         rates.append(float(out.reshape(())))
     actual = np.array(rates)
     expected = np.array([reference_transformer_lr(s, d, w) for s, d, w in LR_CASES])
     if _same_rates(actual, expected):
-        return f"Checked on {len(LR_CASES)} (step, d_model, warmup) values, before, at and after the warm-up."
+        return tr("transformer_lr:checked", "Checked on {n} (step, d_model, warmup) values, before, at and after the "
+                  "warm-up.", n=len(LR_CASES))
     for key, wrong in wrong_rates().items():
         if _same_rates(actual, wrong):
             raise key if isinstance(key, Known) else Known(key)
-    expect_finite(actual, "your rates")
+    expect_finite(actual, tr("transformer_lr:your_rates", "your rates"))
     i = int(np.argmax(np.abs(actual - expected) / expected))
     step, d_model, warmup = LR_CASES[i]
-    raise Mistake(f"transformer_lr(step={step}, d_model={d_model}, warmup={warmup}) is {actual[i]:.6g}, the "
-                  f"reference gives {expected[i]:.6g}: lrate = d_model^-0.5 * min(step^-0.5, step * warmup^-1.5).")
+    raise Mistake(tr("transformer_lr:value_differs", "transformer_lr(step={step}, d_model={d_model}, warmup={warmup}) "
+                     "is {actual:.6g}, the reference gives {expected:.6g}: lrate = d_model^-0.5 * min(step^-0.5, "
+                     "step * warmup^-1.5).", step=step, d_model=d_model, warmup=warmup, actual=actual[i],
+                     expected=expected[i]))
 
 
 # ---------------------------------------------------------------------- label smoothing
@@ -199,24 +204,30 @@ def check_label_smoothing_loss(loss_class: Any) -> str:
         result = call(loss_fn, student_logits, target.clone())
         out = to_array(result, what)
         if out.size != 1:
-            raise generic("wrong_shape", what=what, actual=out.shape, expected="() (one number)",
-                          hint=" Return the mean loss over the non-pad target tokens.")
+            raise generic("wrong_shape", what=what, actual=out.shape,
+                          expected=tr("training:one_number", "() (one number)"),
+                          hint=tr("label_smoothing_loss:shape_hint", " Return the mean loss over the non-pad target "
+                                  "tokens."))
         expect_finite(out, what)
         value = float(out.reshape(()))
         expected = float(reference_loss(eps, pad_id)(logits, target))
         if is_close(value, expected, 1e-5):
             if not (isinstance(result, torch.Tensor) and result.requires_grad):
-                kind = ("a tensor without a gradient" if isinstance(result, torch.Tensor)
-                        else f"a {type(result).__name__}")
+                kind = (tr("label_smoothing_loss:no_gradient", "a tensor without a gradient")
+                        if isinstance(result, torch.Tensor)
+                        else tr("label_smoothing_loss:a_type", "a {type}", type=type(result).__name__))
                 raise Known("not_differentiable", kind=kind)
             continue
         for key, wrong in wrong_losses(logits, target, eps, pad_id).items():
             if is_close(value, wrong, 1e-5):
                 raise key if isinstance(key, Known) else Known(key)
-        raise Mistake(f"{what} is {value:.6g}, the reference gives {expected:.6g} (vocabulary V={v}, targets "
-                      f"{rows}, pads {pad_id}). The loss is the mean, over the non-pad positions, of minus the sum "
-                      "over the vocabulary of smoothed target * log_softmax(logits).")
-    return f"Checked with {len(LOSS_CASES)} smoothings, pad ids and vocabularies, on batches with pads."
+        raise Mistake(tr("label_smoothing_loss:value_differs", "{what} is {value:.6g}, the reference gives "
+                         "{expected:.6g} (vocabulary V={v}, targets {rows}, pads {pad_id}). The loss is the mean, over "
+                         "the non-pad positions, of minus the sum over the vocabulary of smoothed target * "
+                         "log_softmax(logits).", what=what, value=value, expected=expected, v=v, rows=rows,
+                         pad_id=pad_id))
+    return tr("label_smoothing_loss:checked", "Checked with {n} smoothings, pad ids and vocabularies, on batches "
+              "with pads.", n=len(LOSS_CASES))
 
 
 # ---------------------------------------------------------------------- greedy decoding
@@ -318,8 +329,9 @@ def check_greedy_decode(greedy_decode_fn: Any) -> str:
         result = call(greedy_decode_fn, model, src, MAX_LEN, START, END)
     out = to_array(result, what)
     if out.ndim != 2 or out.shape[0] != batch:
-        raise generic("wrong_shape", what=what, actual=out.shape, expected=f"(batch={batch}, n) with n <= max_len",
-                      hint="One row of generated token ids per source.")
+        raise generic("wrong_shape", what=what, actual=out.shape,
+                      expected=tr("greedy_decode:expected_shape", "(batch={batch}, n) with n <= max_len", batch=batch),
+                      hint=tr("greedy_decode:shape_hint", "One row of generated token ids per source."))
     expect_finite(out, what)
     if not np.all(out == np.round(out)):
         raise Known("not_token_ids", what=what)
@@ -330,15 +342,16 @@ def check_greedy_decode(greedy_decode_fn: Any) -> str:
         raise Known("more_than_max_len", what=what, n=out.shape[1], max_len=MAX_LEN)
     mine = _cuts(out)
     if mine == reference:
-        return f"Checked on {batch} sources, some ending early."
+        return tr("greedy_decode:checked", "Checked on {batch} sources, some ending early.", batch=batch)
     for key, wrong in wrong_decodings(model, src).items():
         if mine == _cuts(wrong):
             raise key if isinstance(key, Known) else Known(key)
     if any(len(m) < len(r) and (not m or m[-1] != END) for m, r in zip(mine, reference)):
         raise Known("stops_too_early", what=what)
     row = next(i for i, (m, r) in enumerate(zip(mine, reference)) if m != r)
-    raise Mistake(f"{what}: row {row} is {mine[row]}, the reference decodes {reference[row]}. At each step take "
-                  "the argmax of the last position's logits and append it to the decoder input.")
+    raise Mistake(tr("greedy_decode:row_differs", "{what}: row {row} is {mine}, the reference decodes {reference}. "
+                     "At each step take the argmax of the last position's logits and append it to the decoder input.",
+                     what=what, row=row, mine=mine[row], reference=reference[row]))
 
 
 __all__ = ["END", "GREEDY_MISTAKES", "LOSS_CASES", "LOSS_MISTAKES", "LR_CASES", "LR_MISTAKES", "MAX_LEN", "START",

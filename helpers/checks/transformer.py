@@ -21,6 +21,7 @@ import numpy as np
 import torch
 from torch import nn
 
+from ..i18n import tr
 from ..masking import causal_mask_torch, decoder_mask, padding_mask
 from ..transformer import DecoderLayer, EncoderLayer, LayerNorm, PositionwiseFeedForward, Transformer
 from .harness import Known, Mistake, as_numpy, call, exercise, expect_finite, expect_shape, first_difference, \
@@ -67,8 +68,10 @@ def _fit(student: Any, reference: nn.Module) -> nn.Module:
         student.load_state_dict(reference.state_dict())
     except Exception as error:  # noqa: BLE001 - any mismatch gets the same explanation
         theirs, ours = set(student.state_dict()), set(reference.state_dict())
+        labelled = ((tr("transformer:missing_keys", "missing"), ours - theirs),
+                    (tr("transformer:unexpected_keys", "unexpected"), theirs - ours))
         detail = "; ".join(f"{label} {', '.join(sorted(keys)[:3])}{', ...' if len(keys) > 3 else ''}"
-                           for label, keys in (("missing", ours - theirs), ("unexpected", theirs - ours)) if keys)
+                           for label, keys in labelled if keys)
         raise Known("weights_do_not_fit", error=detail or str(error).splitlines()[0]) from None
     return student
 
@@ -91,8 +94,13 @@ def _use_reference_parts(student: nn.Module, reference: nn.Module, names: tuple[
 
 # ---------------------------------------------------------------------- layer normalisation
 LN_D = 8
-AT_FORMULA = (", and you add eps to that standard deviation instead of to the variance under the square root (the "
-              "Annotated Transformer's exact formula)")
+
+
+def _at_formula() -> str:
+    """The {also} of the unbiased_variance hint when eps is also added outside the square root."""
+    return tr("layer_norm:at_formula", ", and you add eps to that standard deviation instead of to the variance under "
+              "the square root (the Annotated Transformer's exact formula)")
+
 
 LAYER_NORM_MISTAKES = {
     "unbiased_variance": "you divide the sum of squared deviations by d_model - 1 (the unbiased variance, the default "
@@ -146,17 +154,19 @@ def wrong_layer_norms(norm: LayerNorm, x: torch.Tensor) -> dict[Any, np.ndarray]
         hat = _normalise(x, last, eps)
         wrong: dict[Any, np.ndarray] = {
             Known("unbiased_variance", also=""): affine(_normalise(x, last, eps, unbiased=True)),
-            Known("unbiased_variance", also=AT_FORMULA): affine(_normalise(x, last, eps, unbiased=True,
-                                                                           eps_inside=False)),
+            Known("unbiased_variance", also=_at_formula()): affine(_normalise(x, last, eps, unbiased=True,
+                                                                              eps_inside=False)),
             "eps_outside_sqrt": affine(_normalise(x, last, eps, eps_inside=False)),
             "no_eps": affine(_normalise(x, last, 0.0)),
             "divides_by_variance": affine(_normalise(x, last, eps, by_variance=True)),
-            Known("no_gain_bias", which="the gain (self.weight) and the bias (self.bias) are"): _np(hat),
-            Known("no_gain_bias", which="the bias (self.bias) is"): _np(w * hat),
-            Known("no_gain_bias", which="the gain (self.weight) is"): _np(hat + b),
+            Known("no_gain_bias", which=tr("layer_norm:no_gain_no_bias",
+                                           "the gain (self.weight) and the bias (self.bias) are")): _np(hat),
+            Known("no_gain_bias", which=tr("layer_norm:no_bias", "the bias (self.bias) is")): _np(w * hat),
+            Known("no_gain_bias", which=tr("layer_norm:no_gain", "the gain (self.weight) is")): _np(hat + b),
         }
-        for dims, over in (((0,), "the batch axis (0)"), ((1,), "the sequence axis (1)"),
-                           (tuple(range(x.dim())), "the whole tensor")):
+        for dims, over in (((0,), tr("layer_norm:over_batch", "the batch axis (0)")),
+                           ((1,), tr("layer_norm:over_sequence", "the sequence axis (1)")),
+                           (tuple(range(x.dim())), tr("layer_norm:over_whole", "the whole tensor"))):
             wrong[Known("wrong_axis", over=over)] = affine(_normalise(x, dims, eps))
     return wrong
 
@@ -175,9 +185,10 @@ def check_layer_norm(LayerNormClass: Any) -> str:
         reference.double().eval()
         student = call(cls, LN_D) if eps == 1e-5 else call(cls, LN_D, eps=eps)
         _fit(student, reference).double().eval()
-        what = f"LayerNorm({LN_D}{'' if eps == 1e-5 else f', eps={eps}'})(x) with x of shape {tuple(x.shape)}"
+        what = tr("layer_norm:what", "{call}(x) with x of shape {shape}",
+                  call=f"LayerNorm({LN_D}{'' if eps == 1e-5 else f', eps={eps}'})", shape=tuple(x.shape))
         out = _run(student, x, what=what)
-        expect_shape(out, tuple(x.shape), what, "LayerNorm keeps the shape of its input.")
+        expect_shape(out, tuple(x.shape), what, tr("layer_norm:shape_hint", "LayerNorm keeps the shape of its input."))
         with torch.no_grad():
             expected = _np(reference(x))
         if same(out, expected):
@@ -190,7 +201,8 @@ def check_layer_norm(LayerNormClass: Any) -> str:
                     raise Known("eps_hardcoded")
         match_known(out, wrong_layer_norms(reference, x))
         expect_finite(out, what)
-        raise Mistake(f"{what} differs from nn.LayerNorm: {first_difference(out, expected)}.")
+        raise Mistake(tr("layer_norm:differs", "{what} differs from nn.LayerNorm: {difference}.", what=what,
+                         difference=first_difference(out, expected)))
     return ""
 
 
@@ -220,13 +232,15 @@ def wrong_feed_forwards(ff: PositionwiseFeedForward, x: torch.Tensor) -> dict[An
         hidden = l1(x)
         return {
             "no_relu": _np(l2(hidden)),
-            Known("no_bias", which="biases b_1 and b_2 are"): _np(torch.relu(x @ l1.weight.T) @ l2.weight.T),
-            Known("no_bias", which="bias b_1 is"): _np(torch.relu(x @ l1.weight.T) @ l2.weight.T + l2.bias),
-            Known("no_bias", which="bias b_2 is"): _np(torch.relu(hidden) @ l2.weight.T),
+            Known("no_bias", which=tr("feed_forward:no_biases", "biases b_1 and b_2 are")):
+                _np(torch.relu(x @ l1.weight.T) @ l2.weight.T),
+            Known("no_bias", which=tr("feed_forward:no_bias_1", "bias b_1 is")):
+                _np(torch.relu(x @ l1.weight.T) @ l2.weight.T + l2.bias),
+            Known("no_bias", which=tr("feed_forward:no_bias_2", "bias b_2 is")): _np(torch.relu(hidden) @ l2.weight.T),
             "relu_on_output": _np(torch.relu(l2(torch.relu(hidden)))),
             Known("wrong_activation", name="GELU"): _np(l2(nn.functional.gelu(hidden))),
             Known("wrong_activation", name="tanh"): _np(l2(torch.tanh(hidden))),
-            Known("wrong_activation", name="a sigmoid"): _np(l2(torch.sigmoid(hidden))),
+            Known("wrong_activation", name=tr("feed_forward:a_sigmoid", "a sigmoid")): _np(l2(torch.sigmoid(hidden))),
         }
 
 
@@ -244,15 +258,18 @@ def check_feed_forward(FeedForwardClass: Any) -> str:
     _randomise(reference, seed=9)
     reference.double().eval()
     student = _fit(student, reference).double().eval()
-    what = f"PositionwiseFeedForward({FF_D}, {FF_HIDDEN})(x) with x of shape {tuple(x.shape)}"
+    what = tr("feed_forward:what", "{call}(x) with x of shape {shape}",
+              call=f"PositionwiseFeedForward({FF_D}, {FF_HIDDEN})", shape=tuple(x.shape))
     out = _run(student, x, what=what)
-    expect_shape(out, tuple(x.shape), what, "The output has the input's shape (batch, L, d_model).")
+    expect_shape(out, tuple(x.shape), what,
+                 tr("feed_forward:shape_hint", "The output has the input's shape (batch, L, d_model)."))
     expect_finite(out, what)
     with torch.no_grad():
         expected = _np(reference(x))
     if not same(out, expected):
         match_known(out, wrong_feed_forwards(reference, x))
-        raise Mistake(f"{what} differs from the reference: {first_difference(out, expected)}.")
+        raise Mistake(tr("harness:differs", "{what} differs from the reference: {difference}.", what=what,
+                         difference=first_difference(out, expected)))
     for module in student.modules():
         if isinstance(module, nn.Dropout):
             module.p = 0.5
@@ -409,7 +426,8 @@ def check_encoder_layer(EncoderLayerClass: Any) -> str:
         student, reference = _build_pair(cls, EncoderLayer, norm_first, seed=11 + norm_first)
         what = f"EncoderLayer(norm_first={norm_first}).forward(x, src_mask)"
         out = _run(student, x, mask, what=what)
-        expect_shape(out, tuple(x.shape), what, "The layer keeps the shape (batch, L_src, d_model).")
+        expect_shape(out, tuple(x.shape), what,
+                     tr("encoder_layer:shape_hint", "The layer keeps the shape (batch, L_src, d_model)."))
         expect_finite(out, what)
         with torch.no_grad():
             expected = _np(reference(x, mask))
@@ -419,7 +437,8 @@ def check_encoder_layer(EncoderLayerClass: Any) -> str:
             raise Known("returns_input", what=what)
         _match_layer(out, wrong_encoder_outputs(reference, x, mask))
         _padding_leak(student, x, mask, what)
-        raise Mistake(f"{what} ({name}) differs from the reference: {first_difference(out, expected)}.")
+        raise Mistake(tr("encoder_layer:differs", "{what} ({name}) differs from the reference: {difference}.",
+                         what=what, name=name, difference=first_difference(out, expected)))
     _dropout_used(cls, EncoderLayer, lambda layer: layer(x, mask), "EncoderLayer", ("dropout1", "dropout2"))
     return ""
 
@@ -577,7 +596,8 @@ def check_decoder_layer(DecoderLayerClass: Any) -> str:
             what = (f"DecoderLayer(norm_first={norm_first}).forward(x, memory, tgt_mask, memory_mask) "
                     f"with L_tgt={l_tgt}, L_src={l_src}")
             out = _run(student, x, memory, tgt_mask, memory_mask, what=what)
-            expect_shape(out, tuple(x.shape), what, "The output has the decoder's shape (batch, L_tgt, d_model).")
+            expect_shape(out, tuple(x.shape), what,
+                         tr("decoder_layer:shape_hint", "The output has the decoder's shape (batch, L_tgt, d_model)."))
             expect_finite(out, what)
             with torch.no_grad():
                 expected = _np(reference(x, memory, tgt_mask, memory_mask))
@@ -585,7 +605,8 @@ def check_decoder_layer(DecoderLayerClass: Any) -> str:
                 continue
             _match_layer(out, wrong_decoder_outputs(reference, x, memory, tgt_mask, memory_mask))
             _future_leak(student, x, memory, tgt_mask, memory_mask, what)
-            raise Mistake(f"{what} ({name}) differs from the reference: {first_difference(out, expected)}.")
+            raise Mistake(tr("decoder_layer:differs", "{what} ({name}) differs from the reference: {difference}.",
+                             what=what, name=name, difference=first_difference(out, expected)))
     x, memory, tgt_mask, memory_mask = _decoder_inputs(4, 7, seed=47)
     _dropout_used(cls, DecoderLayer, lambda layer: layer(x, memory, tgt_mask, memory_mask), "DecoderLayer",
                   ("dropout1", "dropout2", "dropout3"))
@@ -646,6 +667,12 @@ TRANSFORMER_MISTAKES = {
                   "encoding is active: add the encoding with self.positional, which applies that dropout.",
     **_setup_mistakes("Transformer", "transformer"),
 }
+
+
+def _side(side: str) -> str:
+    """The {side} of a hint, "source" or "target", in the student's language."""
+    return (tr("transformer:side_source", "source") if side == "source"
+            else tr("transformer:side_target", "target"))
 
 
 def _ids(rows: list[list[int]]) -> torch.Tensor:
@@ -748,12 +775,12 @@ def _outputs(make: dict[Any, Callable[[], torch.Tensor]]) -> dict[Any, np.ndarra
 def wrong_encodings(model: Transformer, src: torch.Tensor, src_mask: torch.Tensor) -> dict[Any, np.ndarray]:
     """What the common wrong encode(src, src_mask) give: mistake code (or Known with fields) -> memory."""
     make: dict[Any, Callable[[], torch.Tensor]] = {
-        Known("no_sqrt_d_model", side="source"): lambda: _encode(model, src, src_mask, scale=None),
-        Known("sqrt_after_positional", side="source"): lambda: _encode(model, src, src_mask, scale="after"),
+        Known("no_sqrt_d_model", side=_side("source")): lambda: _encode(model, src, src_mask, scale=None),
+        Known("sqrt_after_positional", side=_side("source")): lambda: _encode(model, src, src_mask, scale="after"),
         "no_positional_encoding_src": lambda: _encode(model, src, src_mask, positional=False),
         "src_mask_not_in_encoder": lambda: _encode(model, src, src_mask, mask=False),
         Known("layers_not_chained", stack="encoder"): lambda: _encode(model, src, src_mask, chain=False),
-        Known("embeddings_swapped", side="source"): lambda: _encode(model, src, src_mask, table="tgt"),
+        Known("embeddings_swapped", side=_side("source")): lambda: _encode(model, src, src_mask, table="tgt"),
     }
     if model.norm_first:
         make[Known("no_final_norm", stack="encoder")] = lambda: _encode(model, src, src_mask, final_norm=False)
@@ -767,14 +794,14 @@ def wrong_decodes(model: Transformer, tgt: torch.Tensor, memory: torch.Tensor, s
         return lambda: _decode(model, tgt, memory, src_mask, tgt_mask, **bugs)
 
     make: dict[Any, Callable[[], torch.Tensor]] = {  # each Known(...) is its own key, so a code may come twice
-        Known("no_sqrt_d_model", side="target"): run(scale=None),
-        Known("sqrt_after_positional", side="target"): run(scale="after"),
+        Known("no_sqrt_d_model", side=_side("target")): run(scale=None),
+        Known("sqrt_after_positional", side=_side("target")): run(scale="after"),
         "no_positional_encoding_tgt": run(positional=False),
         "src_mask_not_in_cross_attention": run(cross_mask=False),
         Known("no_causal_mask"): run(self_mask="none"),
         Known("no_causal_mask"): run(self_mask="padding"),
         Known("layers_not_chained", stack="decoder"): run(chain=False),
-        Known("embeddings_swapped", side="target"): run(table="src"),
+        Known("embeddings_swapped", side=_side("target")): run(table="src"),
         Known("returns_probabilities"): run(output="softmax"),
         Known("returns_probabilities"): run(output="log_softmax"),
         "memory_not_used": run(read_memory=False),
@@ -816,28 +843,31 @@ def _compare_mask(result: Any, expected: torch.Tensor, which: str, wrong: dict[A
         if np.array_equal(full, np.broadcast_to(other.numpy(), target)):
             raise key
     index = tuple(int(i) for i in np.argwhere(full != right)[0])
-    raise Mistake(f"{which} differs from the reference mask: at index {index} you have {bool(full[index])}, the "
-                  f"reference has {bool(right[index])}.")
+    raise Mistake(tr("transformer:mask_differs", "{which} differs from the reference mask: at index {index} you have "
+                     "{got}, the reference has {expected}.", which=which, index=index, got=bool(full[index]),
+                     expected=bool(right[index])))
 
 
 def _check_masks(student: nn.Module, reference: Transformer, src: torch.Tensor, tgt: torch.Tensor) -> None:
     _compare_mask(call(student.make_src_mask, src), reference.make_src_mask(src), "make_src_mask(src)", {},
-                  "The source mask has shape (batch, 1, 1, L_src): one row per sentence, broadcast over the heads "
-                  "and the queries.")
+                  tr("transformer:src_mask_shape", "The source mask has shape (batch, 1, 1, L_src): one row per "
+                     "sentence, broadcast over the heads and the queries."))
     length = tgt.shape[1]
     _compare_mask(call(student.make_tgt_mask, tgt), reference.make_tgt_mask(tgt), "make_tgt_mask(tgt)",
                   {Known("tgt_mask_no_padding"): causal_mask_torch(length)[None, None],
                    Known("no_causal_mask"): padding_mask(tgt, PAD)},
-                  "The target mask has shape (batch, 1, L_tgt, L_tgt): the causal (L_tgt, L_tgt) mask combined "
-                  "with the target's padding mask (batch, 1, 1, L_tgt).")
+                  tr("transformer:tgt_mask_shape", "The target mask has shape (batch, 1, L_tgt, L_tgt): the causal "
+                     "(L_tgt, L_tgt) mask combined with the target's padding mask (batch, 1, 1, L_tgt)."))
 
 
 def _check_encode(student: nn.Module, reference: Transformer, src: torch.Tensor, label: str) -> None:
     src_mask = reference.make_src_mask(src)
     length = src.shape[1]
-    what = f"Transformer({label}).encode(src, src_mask) with L_src={length}"
+    what = tr("transformer:what_encode", "Transformer({label}).encode(src, src_mask) with L_src={length}",
+              label=label, length=length)
     out = _run(student.encode, src, src_mask, what=what)
-    expect_shape(out, (src.shape[0], length, D_MODEL), what, "encode returns the memory, (batch, L_src, d_model).")
+    expect_shape(out, (src.shape[0], length, D_MODEL), what,
+                 tr("transformer:encode_shape", "encode returns the memory, (batch, L_src, d_model)."))
     expect_finite(out, what)
     with torch.no_grad():
         expected = _np(reference.encode(src, src_mask))
@@ -849,7 +879,8 @@ def _check_encode(student: nn.Module, reference: Transformer, src: torch.Tensor,
     real = src_mask[:, 0, 0, :].numpy()
     if padded.shape[:2] == longer.shape and not np.allclose(padded[:, :length][real], out[real], rtol=0, atol=1e-9):
         raise Known("src_mask_not_in_encoder")
-    raise Mistake(f"{what} differs from the reference: {first_difference(out, expected)}.")
+    raise Mistake(tr("harness:differs", "{what} differs from the reference: {difference}.", what=what,
+                     difference=first_difference(out, expected)))
 
 
 def _check_decode(student: nn.Module, reference: Transformer, src: torch.Tensor, tgt: torch.Tensor,
@@ -859,12 +890,13 @@ def _check_decode(student: nn.Module, reference: Transformer, src: torch.Tensor,
         memory = reference.encode(src, src_mask)
     batch, length = tgt.shape
     vocab = reference.tgt_vocab_size
-    what = (f"Transformer({label}).decode(tgt, memory, src_mask, tgt_mask) with L_src={src.shape[1]}, "
-            f"L_tgt={length}")
+    what = tr("transformer:what_decode", "Transformer({label}).decode(tgt, memory, src_mask, tgt_mask) with "
+              "L_src={l_src}, L_tgt={l_tgt}", label=label, l_src=src.shape[1], l_tgt=length)
     out = _run(student.decode, tgt, memory, src_mask, tgt_mask, what=what)
     if out.shape == (batch, length, D_MODEL):
         raise Known("no_generator")
-    expect_shape(out, (batch, length, vocab), what, "decode returns logits, (batch, L_tgt, tgt_vocab_size).")
+    expect_shape(out, (batch, length, vocab), what,
+                 tr("transformer:decode_shape", "decode returns logits, (batch, L_tgt, tgt_vocab_size)."))
     expect_finite(out, what)
     with torch.no_grad():
         expected = _np(reference.decode(tgt, memory, src_mask, tgt_mask))
@@ -882,17 +914,19 @@ def _check_decode(student: nn.Module, reference: Transformer, src: torch.Tensor,
     padded[~src_mask[:, 0, 0, :]] += 3.0  # other vectors where the source is padding
     if not np.allclose(_run(student.decode, tgt, padded, src_mask, tgt_mask, what=what), out, rtol=0, atol=1e-9):
         raise Known("src_mask_not_in_cross_attention")
-    raise Mistake(f"{what} differs from the reference: {first_difference(out, expected)}.")
+    raise Mistake(tr("harness:differs", "{what} differs from the reference: {difference}.", what=what,
+                     difference=first_difference(out, expected)))
 
 
 def _check_forward(student: nn.Module, reference: Transformer, src: torch.Tensor, tgt: torch.Tensor,
                    label: str) -> None:
     batch, length = tgt.shape
-    what = f"Transformer({label})(src, tgt) with L_src={src.shape[1]}, L_tgt={length}"
+    what = tr("transformer:what_forward", "Transformer({label})(src, tgt) with L_src={l_src}, L_tgt={l_tgt}",
+              label=label, l_src=src.shape[1], l_tgt=length)
     out = _run(student, src, tgt, what=what)
     expect_shape(out, (batch, length, reference.tgt_vocab_size), what,
-                 "forward returns logits, (batch, L_tgt, tgt_vocab_size), one row per target position: it does not "
-                 "shift tgt (the training loop passes the decoder's input).")
+                 tr("transformer:forward_shape", "forward returns logits, (batch, L_tgt, tgt_vocab_size), one row per "
+                    "target position: it does not shift tgt (the training loop passes the decoder's input)."))
     expect_finite(out, what)
     with torch.no_grad():
         expected = _np(reference(src, tgt))
@@ -903,8 +937,9 @@ def _check_forward(student: nn.Module, reference: Transformer, src: torch.Tensor
     other[:, 0] = 3 + (other[:, 0] - 2) % (TGT_VOCAB - 3)  # another real first token in every sentence
     if same(_run(student, other, tgt, what=what), out, atol=1e-12):
         raise Known("memory_not_used")
-    raise Mistake(f"{what} differs from the reference: {first_difference(out, expected)}. Look at the masks and "
-                  "the memory that forward hands to encode and decode.")
+    raise Mistake(tr("transformer:forward_differs", "{what} differs from the reference: {difference}. Look at the "
+                     "masks and the memory that forward hands to encode and decode.", what=what,
+                     difference=first_difference(out, expected)))
 
 
 def _check_embedding_dropout(cls: type) -> None:
@@ -925,11 +960,12 @@ def _check_embedding_dropout(cls: type) -> None:
         torch.manual_seed(0)
         for side, run in runs:
             student.eval()
-            quiet = _run(run, what=f"Transformer.{'encode' if side == 'source' else 'decode'} in eval mode")
+            method = f"Transformer.{'encode' if side == 'source' else 'decode'}"
+            quiet = _run(run, what=tr("transformer:in_eval_mode", "{method} in eval mode", method=method))
             student.train()
-            noisy = _run(run, what=f"Transformer.{'encode' if side == 'source' else 'decode'} in training mode")
+            noisy = _run(run, what=tr("transformer:in_training_mode", "{method} in training mode", method=method))
             if same(quiet, noisy, atol=1e-12):
-                raise Known("no_dropout", side=side)
+                raise Known("no_dropout", side=_side(side))
     student.eval()
 
 
@@ -957,7 +993,8 @@ def check_transformer(TransformerClass: Any) -> str:
     src, tgt = _model_inputs(7, 5)
     _check_forward(_student_model(cls, reference), reference, src, tgt, "share_embeddings=True")
     _check_embedding_dropout(cls)
-    return "(Checked with the reference layers inside your model, so that only this exercise's code is tested.)"
+    return tr("transformer:checked", "(Checked with the reference layers inside your model, so that only this "
+              "exercise's code is tested.)")
 
 
 __all__ = ["DECODER_MISTAKES", "ENCODER_MISTAKES", "FEED_FORWARD_MISTAKES", "LAYER_NORM_MISTAKES",

@@ -52,14 +52,16 @@ def _ticks(ax, rows: list[str], cols: list[str], max_ticks: int = 40) -> None:
 
 
 def plot_attention(weights: Any, row_labels: Sequence[str] | None = None, col_labels: Sequence[str] | None = None,
-                   ax=None, title: str = "Attention weights", annotate: bool | None = None, cmap: str = "viridis",
+                   ax=None, title: str | None = None, annotate: bool | None = None, cmap: str = "viridis",
                    vmin: float | None = None, vmax: float | None = None, colorbar: bool = True, fmt: str = ".2f"):
     """Heatmap of a score or weight matrix (L_q, L_k): row i = query i, column j = key j.
 
     row_labels / col_labels: the query and key tokens (col_labels defaults to row_labels, as in
-    self-attention). Values are written in the cells when annotate is True (default: when the
-    matrix has at most 10 x 10 entries). Masked entries given as -inf are shown blank.
+    self-attention). title defaults to "Attention weights"; "" draws none. Values are written in the
+    cells when annotate is True (default: when the matrix has at most 10 x 10 entries). Masked entries
+    given as -inf are shown blank.
     """
+    title = tr("plots:attention_weights", "Attention weights") if title is None else title
     matrix = _matrix(weights, "weights").astype(np.float64)
     rows = _labels(row_labels, matrix.shape[0], "row_labels")
     cols = _labels(col_labels if col_labels is not None else (row_labels if matrix.shape[0] == matrix.shape[1]
@@ -124,12 +126,14 @@ def plot_mask(mask: Any, row_labels: Sequence[str] | None = None, col_labels: Se
 
 
 def plot_heads(weights_per_head: Any, labels: Sequence[str] | None = None, col_labels: Sequence[str] | None = None,
-               ncols: int = 4, title: str = "Attention weights per head", annotate: bool = False):
+               ncols: int = 4, title: str | None = None, annotate: bool = False):
     """One heatmap per head, side by side: weights_per_head (h, L_q, L_k) (take one batch item first).
 
     All heads share the colour scale 0..1 so they can be compared. The panels are titled "head 0", "head 1",
-    ...: their index along the h axis, counted from 0 as Python counts. Returns the Figure.
+    ...: their index along the h axis, counted from 0 as Python counts. The figure's title defaults to
+    "Attention weights per head". Returns the Figure.
     """
+    title = tr("plots:weights_per_head", "Attention weights per head") if title is None else title
     weights = _matrix(weights_per_head, "weights_per_head", 3, "(h, L_q, L_k)").astype(np.float64)
     heads = weights.shape[0]
     ncols = max(1, min(int(ncols), heads))
@@ -151,12 +155,14 @@ def plot_heads(weights_per_head: Any, labels: Sequence[str] | None = None, col_l
 
 
 def plot_scores(scores: Any, row_labels: Sequence[str] | None = None, col_labels: Sequence[str] | None = None,
-                ax=None, title: str = "scores (row = query, column = key)", limit: float | None = None):
+                ax=None, title: str | None = None, limit: float | None = None):
     """Heatmap of a score matrix (L_q, L_k) in a diverging colour map centred on 0.
 
     Positive scores are red, negative ones blue; -inf (a blocked key) is left blank and written "-inf".
-    ``limit`` sets the colour scale to [-limit, limit] (default: the largest finite |score|).
+    ``limit`` sets the colour scale to [-limit, limit] (default: the largest finite |score|). title
+    defaults to "scores (row = query, column = key)".
     """
+    title = tr("plots:scores_title", "scores (row = query, column = key)") if title is None else title
     matrix = _matrix(scores, "scores").astype(np.float64)
     if limit is None:
         finite = np.abs(matrix[np.isfinite(matrix)])

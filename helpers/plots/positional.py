@@ -112,7 +112,7 @@ def plot_binary_and_sines(bits: Any, periods: Sequence[float]):
         raise ValueError(f"periods must be a non-empty list of positive numbers, got {periods.tolist()!r}")
     fig, axes = plt.subplots(1, 2, figsize=(10, 2.8))
     axes[0].imshow(bits, cmap="gray_r", aspect="auto")
-    axes[0].set_xticks(range(bits.shape[1]), [f"bit {b}" for b in range(bits.shape[1])])
+    axes[0].set_xticks(range(bits.shape[1]), [tr("plots:bit_n", "bit {b}", b=b) for b in range(bits.shape[1])])
     axes[0].set(title=tr("plots:binary_title", "binary code of positions 0-{last}", last=bits.shape[0] - 1),
                 xlabel=tr("plots:binary_x", "bit (least significant, the fastest, on the left)"),
                 ylabel=tr("plots:position", "position"))

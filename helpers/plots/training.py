@@ -10,6 +10,7 @@ from typing import Any, Sequence
 import matplotlib.pyplot as plt
 import numpy as np
 
+from ..i18n import tr
 from ..loss import loss_floor
 from ..schedule import transformer_lr
 from ..training import History
@@ -34,8 +35,8 @@ def plot_schedule(d_model: int, warmup: int, steps: int, factor: float = 1.0, ax
     for dm, wu in [(d_model, warmup), *others]:
         ax.plot(x, [transformer_lr(s, dm, wu, factor) for s in x], label=f"d_model={dm}, warmup={wu}")
     ax.axvline(warmup, color="gray", linestyle=":", linewidth=1)
-    ax.set_xlabel("step")
-    ax.set_ylabel("learning rate")
+    ax.set_xlabel(tr("plots:step", "step"))
+    ax.set_ylabel(tr("plots:learning_rate", "learning rate"))
     ax.set_title("lrate = d_model^-0.5 * min(step^-0.5, step * warmup^-1.5)", fontsize=9)
     ax.legend(fontsize=8)
     return ax
@@ -45,12 +46,12 @@ def _schedule_title(lr: Sequence[float]) -> str:
     """What a learning-rate curve shows: a warm-up to its peak, then a decay; or nothing so simple."""
     lr = np.asarray(lr, dtype=np.float64)
     if len(lr) < 3:
-        return "Learning rate of each step"
+        return tr("plots:lr_each_step", "Learning rate of each step")
     peak = int(np.argmax(lr))
     rises, falls = np.diff(lr[:peak + 1]), np.diff(lr[peak:])
     if 0 < peak < len(lr) - 1 and (rises > 0).all() and (falls <= 0).all() and lr[-1] < lr[peak]:
-        return f"Warm-up for {peak + 1} steps, then decay"
-    return "Learning rate of each step"
+        return tr("plots:warmup_then_decay", "Warm-up for {steps} steps, then decay", steps=peak + 1)
+    return tr("plots:lr_each_step", "Learning rate of each step")
 
 
 def plot_history(history: History, vocab_size: int | None = None, smoothing: float = 0.1, window: int = 25):
@@ -63,27 +64,31 @@ def plot_history(history: History, vocab_size: int | None = None, smoothing: flo
     fig, (ax_lr, ax_loss) = plt.subplots(1, 2, figsize=(10, 3.2))
     steps = np.arange(1, len(history.loss) + 1)
     ax_lr.plot(steps, history.lr)
-    ax_lr.set_xlabel("step")
-    ax_lr.set_ylabel("learning rate")
+    ax_lr.set_xlabel(tr("plots:step", "step"))
+    ax_lr.set_ylabel(tr("plots:learning_rate", "learning rate"))
     ax_lr.set_title(_schedule_title(history.lr))
-    ax_loss.plot(steps, history.loss, alpha=0.3, label="loss of each batch")
+    ax_loss.plot(steps, history.loss, alpha=0.3, label=tr("plots:loss_each_batch", "loss of each batch"))
     smooth = moving_average(history.loss, window)
-    ax_loss.plot(steps[len(steps) - len(smooth):], smooth, label=f"mean of {window} steps")
+    ax_loss.plot(steps[len(steps) - len(smooth):], smooth,
+                 label=tr("plots:mean_of_steps", "mean of {window} steps", window=window))
     if vocab_size:
         ax_loss.axhline(loss_floor(vocab_size, smoothing), color="gray", linestyle="--", linewidth=1,
-                        label="floor set by label smoothing")
+                        label=tr("plots:loss_floor", "floor set by label smoothing"))
     ax_loss.set_yscale("log")
-    ax_loss.set_xlabel("step")
-    ax_loss.set_ylabel("label-smoothed cross-entropy")
-    ax_loss.set_title("Training loss")
+    ax_loss.set_xlabel(tr("plots:step", "step"))
+    ax_loss.set_ylabel(tr("plots:smoothed_cross_entropy", "label-smoothed cross-entropy"))
+    ax_loss.set_title(tr("plots:training_loss", "Training loss"))
     ax_loss.legend(fontsize=8)
     fig.tight_layout()
     return fig
 
 
 def plot_cross_attention(weights: Any, output_labels: Sequence[str], source_labels: Sequence[str], ax=None,
-                         title: str = "Cross-attention"):
-    """Heatmap of cross-attention weights (L_out, L_src): which input character each output character reads."""
+                         title: str | None = None):
+    """Heatmap of cross-attention weights (L_out, L_src): which input character each output character reads.
+
+    title defaults to "Cross-attention"."""
+    title = tr("plots:cross_attention", "Cross-attention") if title is None else title
     if hasattr(weights, "detach"):
         weights = weights.detach().cpu().numpy()
     weights = np.asarray(weights, dtype=np.float64)
@@ -95,8 +100,8 @@ def plot_cross_attention(weights: Any, output_labels: Sequence[str], source_labe
     ax.imshow(weights, cmap="viridis", vmin=0.0, vmax=max(float(weights.max()), 1e-9), aspect="auto")
     ax.set_xticks(range(len(source_labels)), [repr(c)[1:-1] if c != " " else "␣" for c in source_labels])
     ax.set_yticks(range(len(output_labels)), list(output_labels))
-    ax.set_xlabel("input character (key)")
-    ax.set_ylabel("output character (query)")
+    ax.set_xlabel(tr("plots:input_character", "input character (key)"))
+    ax.set_ylabel(tr("plots:output_character", "output character (query)"))
     ax.set_title(title)
     return ax
 
