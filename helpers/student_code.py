@@ -116,7 +116,8 @@ def source_of(obj: Any) -> str:
     try:
         if inspect.isclass(obj):
             methods = [value for _, value in sorted(vars(obj).items()) if inspect.isfunction(value)]
-            return f"class {obj.__name__}\n" + "\n".join(inspect.getsource(m) for m in methods)
+            body = "\n".join(textwrap.indent(textwrap.dedent(inspect.getsource(m)), "    ") for m in methods)
+            return f"class {obj.__name__}:\n" + (body or "    pass\n")  # valid Python, so normalized() parses it
         return inspect.getsource(obj)
     except (OSError, TypeError):  # no source to read (a built-in, or code typed at a prompt)
         code = getattr(obj, "__code__", None)

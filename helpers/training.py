@@ -215,7 +215,10 @@ def train_model(model: Transformer, batches: Iterator, config: TrainConfig, devi
     bar = None
     if progress:
         from tqdm import tqdm
-        bar = tqdm(total=config.steps, desc="training", unit="step", mininterval=2.0, ncols=90)
+
+        from .i18n import tr
+        bar = tqdm(total=config.steps, desc=tr("training:progress", "training"),
+                   unit=tr("training:progress_unit", "step"), mininterval=2.0, ncols=90)
     elapsed, start = 0.0, time.perf_counter()
     for step in range(1, config.steps + 1):
         src, tgt = next(iterator)

@@ -352,24 +352,32 @@ def parameter_breakdown(model: Transformer) -> "OrderedDict[str, int]":
     def add(name: str, *modules: nn.Module) -> None:
         groups[name] = groups.get(name, 0) + sum(count_parameters(m) for m in modules)
 
+    from .i18n import tr
+
     if model.share_embeddings:
-        add("shared embedding = output projection (V x d_model)", model.src_embed)
-        groups["output projection bias (V)"] = model.generator.bias.numel()
+        add(tr("parameters:shared_embedding", "shared embedding = output projection (V x d_model)"), model.src_embed)
+        groups[tr("parameters:output_bias", "output projection bias (V)")] = model.generator.bias.numel()
     else:
-        add("source embedding (V_src x d_model)", model.src_embed)
-        add("target embedding (V_tgt x d_model)", model.tgt_embed)
-        add("output projection (d_model x V_tgt + V_tgt)", model.generator)
+        add(tr("parameters:source_embedding", "source embedding (V_src x d_model)"), model.src_embed)
+        add(tr("parameters:target_embedding", "target embedding (V_tgt x d_model)"), model.tgt_embed)
+        add(tr("parameters:output_projection", "output projection (d_model x V_tgt + V_tgt)"), model.generator)
     enc, dec = model.encoder.layers, model.decoder.layers
-    add(f"encoder self-attention ({len(enc)} x 4 d_model^2 + biases)", *[layer.self_attn for layer in enc])
-    add(f"encoder feed-forward ({len(enc)} x 2 d_model d_ff + biases)", *[layer.ff for layer in enc])
-    add(f"encoder layer norms ({len(enc)} x 2 x 2 d_model)", *[m for layer in enc for m in (layer.norm1, layer.norm2)])
-    add(f"decoder masked self-attention ({len(dec)} x 4 d_model^2 + biases)", *[layer.self_attn for layer in dec])
-    add(f"decoder cross-attention ({len(dec)} x 4 d_model^2 + biases)", *[layer.cross_attn for layer in dec])
-    add(f"decoder feed-forward ({len(dec)} x 2 d_model d_ff + biases)", *[layer.ff for layer in dec])
-    add(f"decoder layer norms ({len(dec)} x 3 x 2 d_model)",
+    add(tr("parameters:encoder_self_attention", "encoder self-attention ({n} x 4 d_model^2 + biases)", n=len(enc)),
+        *[layer.self_attn for layer in enc])
+    add(tr("parameters:encoder_feed_forward", "encoder feed-forward ({n} x 2 d_model d_ff + biases)", n=len(enc)),
+        *[layer.ff for layer in enc])
+    add(tr("parameters:encoder_norms", "encoder layer norms ({n} x 2 x 2 d_model)", n=len(enc)),
+        *[m for layer in enc for m in (layer.norm1, layer.norm2)])
+    add(tr("parameters:decoder_self_attention", "decoder masked self-attention ({n} x 4 d_model^2 + biases)",
+           n=len(dec)), *[layer.self_attn for layer in dec])
+    add(tr("parameters:decoder_cross_attention", "decoder cross-attention ({n} x 4 d_model^2 + biases)", n=len(dec)),
+        *[layer.cross_attn for layer in dec])
+    add(tr("parameters:decoder_feed_forward", "decoder feed-forward ({n} x 2 d_model d_ff + biases)", n=len(dec)),
+        *[layer.ff for layer in dec])
+    add(tr("parameters:decoder_norms", "decoder layer norms ({n} x 3 x 2 d_model)", n=len(dec)),
         *[m for layer in dec for m in (layer.norm1, layer.norm2, layer.norm3)])
     if model.norm_first:
-        add("final layer norms (2 x 2 d_model)", model.encoder.norm, model.decoder.norm)
+        add(tr("parameters:final_norms", "final layer norms (2 x 2 d_model)"), model.encoder.norm, model.decoder.norm)
     return groups
 
 

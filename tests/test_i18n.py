@@ -22,8 +22,9 @@ STUDENT = [ROOT / LANGUAGE / "notebooks" / p.name for p in ENGLISH]
 ENGLISH_ALL = sorted((ROOT / "solutions").glob("*.ipynb"))
 
 
-def test_the_edition_holds_notebook_01_and_only_generated_notebooks():
-    assert "01_positional_encoding" in EDITION
+def test_the_edition_holds_all_six_notebooks_and_only_generated_notebooks():
+    """README.md and README.es.md promise the whole course in Spanish."""
+    assert EDITION == [p.stem for p in ENGLISH_ALL] and len(EDITION) == 6
     assert sorted(p.name for p in (ROOT / LANGUAGE / "solutions").glob("*.ipynb")) == sorted(p.name for p in SPANISH)
     assert sorted(p.name for p in (ROOT / LANGUAGE / "notebooks").glob("*.ipynb")) == sorted(p.name for p in STUDENT)
 
@@ -140,14 +141,62 @@ def test_a_new_english_piece_is_missing_and_a_code_change_in_spanish_is_caught(t
 
 def test_a_notebook_outside_the_edition_is_not_required_and_joining_it_requires_every_piece(tmp_path, monkeypatch,
                                                                                            capsys):
+    """In a temporary copy, take the last notebook out of the edition and empty its .po file: check passes
+    without it; put it back in EDITION and check fails, naming its untranslated pieces."""
+    import polib
+
     root = _copy_of_the_repository(tmp_path)
     monkeypatch.setattr(translate, "ROOT", root)
-    outside = next(p.stem for p in ENGLISH_ALL if p.stem not in EDITION) if len(EDITION) < len(ENGLISH_ALL) else None
-    if outside is None:
-        pytest.skip("every notebook is in the edition")
-    (root / "i18n" / LANGUAGE / "EDITION").write_text("\n".join([*EDITION, outside]) + "\n")
+    outside = EDITION[-1]
+    po = polib.pofile(str(root / "i18n" / LANGUAGE / f"{outside}.po"), wrapwidth=0)
+    for entry in po:
+        entry.msgstr = ""
+    po.save()
+    for folder in ("solutions", "notebooks"):
+        (root / LANGUAGE / folder / f"{outside}.ipynb").unlink()
+    edition_file = root / "i18n" / LANGUAGE / "EDITION"
+    edition_file.write_text("\n".join(EDITION[:-1]) + "\n")
+    assert translate.main(["check"]) == 0, capsys.readouterr().err
+    capsys.readouterr()
+    edition_file.write_text("\n".join(EDITION) + "\n")
     assert translate.main(["check"]) == 1
-    assert f"i18n/{LANGUAGE}/{outside}.po:" in capsys.readouterr().err
+    err = capsys.readouterr().err
+    assert f"i18n/{LANGUAGE}/{outside}.po:" in err and ": missing" in err
+
+
+def test_a_message_whose_translation_loses_a_field_is_caught(tmp_path, monkeypatch, capsys):
+    """A Spanish message must keep the {fields} of its English: dropping one fails check."""
+    import polib
+
+    root = _copy_of_the_repository(tmp_path)
+    monkeypatch.setattr(translate, "ROOT", root)
+    po_file = root / "i18n" / LANGUAGE / "messages.po"
+    po = polib.pofile(str(po_file), wrapwidth=0)
+    entry = next(e for e in po if "{" in e.msgid and "{" in e.msgstr and not e.obsolete)
+    field = entry.msgstr[entry.msgstr.index("{"):entry.msgstr.index("}") + 1]
+    entry.msgstr = entry.msgstr.replace(field, "", 1)
+    po.save()
+    assert translate.main(["check"]) == 1
+    assert f"i18n/{LANGUAGE}/messages.po: {entry.msgctxt}: fields changed" in capsys.readouterr().err
+
+
+def test_the_spanish_date_examples_and_the_students_date_start_in_spanish():
+    """Notebook 06 in Spanish: MY_DATE and the first examples are Spanish dates; the English edition's are English."""
+    from helpers import dates
+
+    def examples(path):
+        cell = next(c for c in nbformat.read(path, as_version=4).cells if c.source.startswith("MY_DATE = "))
+        namespace = {}
+        exec(cell.source.split("for text")[0], namespace)  # the two assignments only
+        return namespace["MY_DATE"], namespace["examples"]
+
+    def spanish(text):
+        return any(month in text.lower() for month in dates.MONTHS_ES)
+
+    mine, shown = examples(ROOT / LANGUAGE / "solutions" / "06_training.ipynb")
+    assert spanish(mine) and all(spanish(e) for e in shown[:3]), shown
+    mine, shown = examples(ROOT / "solutions" / "06_training.ipynb")
+    assert not spanish(mine) and not spanish(shown[0]), shown
 
 
 def test_a_check_message_is_translated_through_the_same_catalog():

@@ -11,7 +11,7 @@ import helpers
 from helpers.checkpoints import checkpoint_key, train_or_load
 from helpers.dates import make_date_dataset
 from helpers.schedule import scheduled_lr
-from helpers.student_code import normalized, your_recipe, yours_or_reference
+from helpers.student_code import normalized, source_of, your_recipe, yours_or_reference
 from helpers.training import REFERENCE, Recipe, TrainConfig, build_model
 
 from conftest import ROOT
@@ -89,6 +89,28 @@ def test_normalized_drops_docstrings_comments_and_layout():
     a = 'def f(x):\n    """Doc."""\n    # note\n    return x  + 1\n'
     b = 'def f(x):\n    """Otra documentación."""\n    return x + 1  # nota\n'
     assert normalized(a) == normalized(b) != normalized(a.replace("+ 1", "+ 2"))
+
+
+def test_a_class_from_this_notebook_is_fingerprinted_without_its_docstrings_and_comments(tmp_path):
+    """The loss class written in notebook 06 (English or Spanish comments) gives one fingerprint: source_of
+    turns a class into parseable code, so normalized() can drop what does not compute."""
+    import importlib.util
+
+    def load(name, text):
+        path = tmp_path / f"{name}.py"
+        path.write_text(text)
+        spec = importlib.util.spec_from_file_location(name, path)
+        module = importlib.util.module_from_spec(spec)
+        spec.loader.exec_module(module)
+        return module.Loss
+
+    english = load("english", 'class Loss:\n    """Doc."""\n\n    def forward(self, x):\n'
+                              '        """Mean."""\n        return x.mean()  # the mean\n')
+    spanish = load("spanish", 'class Loss:\n    """Documentación."""\n\n    def forward(self, x):\n'
+                              '        """La media."""\n        return x.mean()  # la media\n')
+    other = load("other", 'class Loss:\n    def forward(self, x):\n        return x.sum()\n')
+    assert normalized(source_of(english)) == normalized(source_of(spanish)) != normalized(source_of(other))
+    assert normalized(source_of(english)).startswith("class Loss:")
 
 
 def test_the_students_schedule_and_loss_are_used_when_their_checks_pass():
