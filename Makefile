@@ -28,7 +28,7 @@ NBVAL := --nbval-current-env --nbval-sanitize-with tests/nbval_sanitize.cfg
 # pip's notes about the machine's extra package folders are noise; everything else it says is shown.
 QUIET_PIP := { grep -v "is ignored" || true; }
 
-.PHONY: setup lab lab-es test lint unit nbval-solutions nbval-notebooks student-notebooks check-student-notebooks \
+.PHONY: setup lab lab-es test lint unit unit-nbgrader unit-others nbval-solutions nbval-notebooks student-notebooks check-student-notebooks \
         outputs translations outputs-es check-translations review-translations grade versions benchmark clean
 
 setup: $(STAMP) $(LAB_OVERRIDES)
@@ -53,10 +53,12 @@ lab: setup
 lab-es: setup
 	$(VENV)/bin/jupyter lab --notebook-dir=. $(ROOT_FLAG) es/notebooks/01_positional_encoding.ipynb
 
-# The strict and the lax nbval runs execute different notebooks, so they run side by side (make -j2):
-# on a 2-core machine the pair takes about 60% of the time it takes one after the other.
+# Two pairs of independent runs, each pair side by side (make -j2): the nbgrader course and the other
+# unit tests, then the strict and the lax nbval runs. On a 2-core machine a pair takes 60-80% of the
+# time it takes one after the other (the CI section of README.md has the measurements).
 test: setup
-	$(MAKE) --no-print-directory lint unit
+	$(MAKE) --no-print-directory lint
+	$(MAKE) --no-print-directory -j2 --output-sync=target unit-nbgrader unit-others
 	$(MAKE) --no-print-directory -j2 --output-sync=target nbval-solutions nbval-notebooks
 
 lint: setup
@@ -64,6 +66,12 @@ lint: setup
 
 unit: setup
 	$(PY) -m pytest tests -q --durations=10
+
+unit-nbgrader: setup
+	$(PY) -m pytest tests/test_nbgrader.py -q -p no:cacheprovider
+
+unit-others: setup
+	$(PY) -m pytest tests -q -p no:cacheprovider --ignore=tests/test_nbgrader.py --durations=10
 
 nbval-solutions: setup
 	$(PY) -m pytest $(NBVAL) --nbval solutions es/solutions -q
