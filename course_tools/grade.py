@@ -9,8 +9,10 @@ copies in ``.ipynb_checkpoints`` are skipped). The exercises a notebook must con
 exercise registry (``helpers.checks.EXERCISES``): its file name must contain the course notebook's
 stem, e.g. ``alice_01_positional_encoding.ipynb``.
 
-Each notebook is executed top to bottom in a fresh kernel (errors do not stop it; a cell running
-longer than --timeout seconds is interrupted, and the next cells still run). Every check cell
+Each notebook is executed top to bottom in a fresh kernel, down to its last check cell (the last
+code cell that calls a check of the registry, such as ``check_create_position_matrix(``): the
+cells after it cannot change a grade, so they are not run. Errors do not stop the run; a cell
+running longer than --timeout seconds is interrupted, and the next cells still run. Every check cell
 reports its exercise as ``pass``, ``fail`` (with a mistake code when the check recognised the
 mistake) or ``todo``. An exercise whose check never ran is a ``fail`` with code ``check_not_run``.
 
@@ -30,9 +32,11 @@ cannot be read (the others are still graded).
 from __future__ import annotations
 
 import argparse
+import copy
 import csv
 import json
 import os
+import re
 import sys
 import tempfile
 from concurrent.futures import ThreadPoolExecutor
@@ -80,6 +84,24 @@ def find_notebooks(paths: Iterable[Path]) -> list[tuple[Path, str | None]]:
 
 
 # ---------------------------------------------------------------------------------------- grading
+CHECK_CALL = re.compile(r"\b(?:" + "|".join(sorted({re.escape(e.check_name) for e in EXERCISES.values()}))
+                        + r")\s*\(")
+
+
+def through_last_check(notebook: nbformat.NotebookNode) -> nbformat.NotebookNode:
+    """The notebook without the cells after its last check cell (a copy; all of it when no cell calls a check).
+
+    A check cell is a code cell that calls one of the registry's checks (``check_<exercise>(``),
+    wherever the student moved it: the experiments and pictures that follow the last one cannot
+    change a grade, and skipping them makes grading faster (notebook 06 decodes thousands of dates after it).
+    """
+    calls = [i for i, cell in enumerate(notebook.cells) if cell.cell_type == "code" and CHECK_CALL.search(cell.source)]
+    trimmed = copy.deepcopy(notebook)
+    if calls:
+        trimmed.cells = trimmed.cells[:calls[-1] + 1]
+    return trimmed
+
+
 def execute(notebook: nbformat.NotebookNode, workdir: Path, timeout: int) -> list[dict]:
     """Run the notebook in a fresh kernel whose checks log to a temporary file; return the logged verdicts."""
     with tempfile.TemporaryDirectory() as tmp:
@@ -114,7 +136,8 @@ def grade(path: Path, timeout: int = 600) -> dict:
     except (OSError, ValueError, nbformat.reader.NotJSONError) as error:
         raise ValueError(f"cannot read {path}: {error}") from None
     latest: dict[str, dict] = {}
-    for record in execute(notebook, path.resolve().parent, timeout):  # a check run twice counts with its last verdict
+    # A check run twice counts with its last verdict.
+    for record in execute(through_last_check(notebook), path.resolve().parent, timeout):
         latest[record["name"]] = record
     expected = expected_exercises(path)
     names = expected + [name for name in latest if name not in expected]

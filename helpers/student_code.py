@@ -25,6 +25,7 @@ from __future__ import annotations
 import ast
 import hashlib
 import inspect
+import json
 import textwrap
 from dataclasses import dataclass, field
 from pathlib import Path
@@ -51,28 +52,38 @@ def _python_lines(source: str) -> str:
     return "\n".join("" if line.startswith(("%", "!")) else line for line in source.splitlines())
 
 
+def _code_cells(path: Path) -> list[tuple[int, str]]:
+    """(index, source) of each code cell of the notebook at path, read as the JSON it is.
+
+    json rather than nbformat: importing nbformat takes two seconds (its schema validator builds
+    grammars at import), and reading a saved notebook's cells needs none of it.
+    """
+    try:
+        notebook = json.loads(path.read_text(encoding="utf-8"))
+        cells = notebook["cells"]
+        return [(index, "".join(cell["source"]) if isinstance(cell["source"], list) else cell["source"])
+                for index, cell in enumerate(cells) if cell.get("cell_type") == "code"]
+    except (OSError, ValueError) as error:
+        raise ValueError(f"cannot read the notebook {path}: {error}") from None
+    except (KeyError, TypeError, AttributeError):
+        raise ValueError(f"cannot read the notebook {path}: it is not a Jupyter notebook (format 4)") from None
+
+
 def load_definitions(path: str | Path) -> Definitions:
     """Execute the imports and the def/class statements of a saved notebook, in cell order, in a fresh namespace.
 
     A cell that is not valid Python, or a definition that fails to execute, is skipped and named in
     ``skipped``; the rest still loads.
     """
-    import nbformat  # imported here: it takes a second and a half to import, and only notebook 06 needs it
-
     path = Path(path)
     if path.suffix != ".ipynb":
         raise ValueError(f"path must name a .ipynb notebook, got {str(path)!r}")
-    try:
-        notebook = nbformat.read(path, as_version=4)
-    except (OSError, ValueError, nbformat.reader.NotJSONError) as error:
-        raise ValueError(f"cannot read the notebook {path}: {error}") from None
+    cells = _code_cells(path)
     namespace: dict[str, Any] = {"__name__": f"notebook_{path.stem}"}
     exec(compile(PRELUDE, "<prelude>", "exec"), namespace)
     found = Definitions(namespace)
-    for index, cell in enumerate(notebook.cells):
-        if cell.cell_type != "code":
-            continue
-        source = _python_lines(cell.source)
+    for index, cell_source in cells:
+        source = _python_lines(cell_source)
         try:
             tree = ast.parse(source)
         except SyntaxError as error:

@@ -142,3 +142,25 @@ def test_jobs_must_be_a_positive_integer(tmp_path):
             grade_all([tmp_path], jobs=jobs)
     with pytest.raises(SystemExit):
         run_grader(tmp_path, "--jobs", "0")
+
+
+def test_the_grader_runs_each_notebook_down_to_its_last_check_cell():
+    from course_tools.grade import through_last_check
+
+    markdown, code = nbformat.v4.new_markdown_cell, nbformat.v4.new_code_cell
+    notebook = nbformat.v4.new_notebook(cells=[
+        code("import helpers"), code("def softmax(x):\n    return x"), code("check_softmax(softmax)"),
+        markdown("Call `check_causal_mask(causal_mask)` again whenever you like."),
+        code("helpers.check_causal_mask (causal_mask)  # a call of the registry, however it is written"),
+        code("# an experiment after the last check\nplot_everything()"), markdown("The end.")])
+    trimmed = through_last_check(notebook)
+    assert [c.source for c in trimmed.cells] == [c.source for c in notebook.cells[:5]]
+    assert len(notebook.cells) == 7, "the notebook given is not changed"
+    notebook.cells.append(code("check_softmax(softmax)  # a student checks again at the very end"))
+    assert len(through_last_check(notebook).cells) == 8
+    unchecked = nbformat.v4.new_notebook(cells=[code("x = 1"), code("check_nothing_of_ours(x)"), markdown("…")])
+    assert len(through_last_check(unchecked).cells) == 3, "a notebook that calls no check runs whole"
+    for path in SOLUTIONS:  # the course's own notebooks: the last check cell is the last exercise's
+        kept = through_last_check(nbformat.read(path, as_version=4)).cells
+        last = exercises_in(path.stem)[-1]
+        assert kept[-1].source.startswith(f"{last.check_name}("), (path.name, kept[-1].source[:60])

@@ -1,5 +1,6 @@
 """The grader end to end on wrong answers: one grader run over a folder of submissions in which every
-exercise of every course notebook holds a different wrong answer (5 notebook executions in all).
+exercise of every course notebook holds a different wrong answer (5 notebook executions in all, each
+down to its last check cell; a cell added after it must not run).
 
 Each must be reported as `fail` with its mistake code, in the CSV, whose rows and mistake counts are
 tested on the same run. The checks themselves are tested in-process, against many more wrong
@@ -8,6 +9,7 @@ answers, in tests/test_checks_*.py: this file proves the whole path notebook -> 
 
 import csv
 
+import nbformat
 import pytest
 
 from helpers.checks import exercises_in
@@ -123,6 +125,7 @@ WRONG["06_training"] = {
 }
 
 STUDENTS = {stem: f"student{number}" for number, stem in enumerate(STEMS, start=1)}
+AFTER_THE_LAST_CHECK = "ran_after_the_last_check"  # the file a cell after the last check cell would write
 UNREADABLE = "late/carol_04_masking.ipynb"  # a corrupt submission: reported, and the others still graded
 
 
@@ -139,6 +142,10 @@ def graded(tmp_path_factory):
     for stem, answers in WRONG.items():  # e.g. submissions/student1/student1_01_positional_encoding.ipynb
         with_answers(folder / STUDENTS[stem], stem, {cell: source for cell, (_, _, source) in answers.items()},
                      file_name=f"{STUDENTS[stem]}_{stem}.ipynb")
+    first = folder / STUDENTS[STEMS[0]] / f"{STUDENTS[STEMS[0]]}_{STEMS[0]}.ipynb"
+    notebook = nbformat.read(first, as_version=4)  # an experiment after the last check cell is not run
+    notebook.cells.append(nbformat.v4.new_code_cell(f"open({AFTER_THE_LAST_CHECK!r}, 'w').close()"))
+    nbformat.write(notebook, first)
     (folder / UNREADABLE).parent.mkdir()
     (folder / UNREADABLE).write_text("{not json")
     checkpoints = folder / STUDENTS[STEMS[0]] / ".ipynb_checkpoints"  # Jupyter's autosave copies are not graded
@@ -146,6 +153,7 @@ def graded(tmp_path_factory):
     (checkpoints / f"{STEMS[0]}-checkpoint.ipynb").write_text("{not json")
     table = folder.parent / "grades.csv"
     status, out, err = run_grader(folder, "--csv", table, "--jobs", "2")
+    assert not (first.parent / AFTER_THE_LAST_CHECK).exists(), "the grader ran a cell after the last check cell"
     with open(table, newline="", encoding="utf-8") as rows:
         return status, out, err, list(csv.DictReader(rows))
 

@@ -1,6 +1,7 @@
 """Loading the student's definitions from a saved notebook, and choosing theirs or the reference."""
 
 import json
+import sys
 
 import nbformat
 import numpy as np
@@ -92,3 +93,31 @@ def test_a_missing_or_unreadable_notebook_falls_back_to_the_reference(tmp_path):
         load_definitions(tmp_path / "x.py")
     with pytest.raises(ValueError, match="parts"):
         student_or_reference(tmp_path / "missing.ipynb", {})
+
+
+def test_a_json_file_that_is_not_a_notebook_is_a_clear_error(tmp_path):
+    for name, content in (("list.ipynb", "[1, 2]"), ("no_cells.ipynb", '{"nbformat": 4}'),
+                          ("torn.ipynb", '{"cells": [')):
+        (tmp_path / name).write_text(content)
+        with pytest.raises(ValueError, match="cannot read the notebook"):
+            load_definitions(tmp_path / name)
+    choice = student_or_reference(tmp_path / "list.ipynb", PARTS)
+    assert set(choice.origin.values()) == {"reference"}
+
+
+def test_cell_sources_saved_as_one_string_or_as_lines_load_alike(tmp_path):
+    lines = {"cells": [{"cell_type": "markdown", "source": ["def hidden():\n", "    pass\n"]},
+                       {"cell_type": "code", "source": RIGHT.splitlines(keepends=True)}]}
+    whole = {"cells": [{"cell_type": "code", "source": RIGHT}]}
+    for name, content in (("lines.ipynb", lines), ("whole.ipynb", whole)):
+        (tmp_path / name).write_text(json.dumps(content))
+        found = load_definitions(tmp_path / name)
+        assert list(found.sources) == ["create_position_matrix"] and found.skipped == []
+        assert found.sources["create_position_matrix"] == RIGHT.strip()
+
+
+def test_loading_a_notebook_does_not_need_nbformat(monkeypatch):
+    """nbformat takes two seconds to import; notebook 06 reads notebook 05 without it."""
+    monkeypatch.setitem(sys.modules, "nbformat", None)  # `import nbformat` now raises ImportError
+    found = load_definitions(ROOT / "solutions" / "05_transformer.ipynb")
+    assert {"LayerNorm", "Transformer"} <= set(found.sources) and found.skipped == []
