@@ -6,7 +6,7 @@ live apart, in the ``course_tools`` package.
 """
 
 # The language of the messages of helpers (checks, plots, training): set_language("es") for Spanish
-from .i18n import set_language
+from .i18n import number, set_language
 
 # Notebook 01: positional encoding
 from .positional import PositionalEncoding, apply_rope, frequencies, positional_encoding, rotation_matrix

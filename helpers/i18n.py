@@ -2,6 +2,7 @@
 
     set_language("es")              checks, plots and training messages in Spanish from now on
     tr(key, english, **fields)      the text of one message in the current language, formatted
+    number(value, decimals=0)       a number as the current language writes it (63,119,496 / 63 119 496)
 
 Every student-facing sentence of ``helpers`` (a check's verdict and hints, a plot's title and axis
 labels, what the training cell prints) goes through ``tr``. The English text is written in the
@@ -64,4 +65,20 @@ def tr(key: str, english: str, *, in_language: str | None = None, **fields: Any)
     return text.format(**fields) if fields else text
 
 
-__all__ = ["LANGUAGES", "catalog", "get_language", "set_language", "tr"]
+# How each language groups thousands and marks decimals: (thousands separator, decimal mark).
+# Spanish (Mexico) groups with a narrow no-break space and keeps the decimal point (60 000, 0.5).
+NUMBER_FORMAT = {"en": (",", "."), "es": ("\u202f", ".")}
+
+
+def number(value: float, decimals: int = 0, *, in_language: str | None = None) -> str:
+    """value with `decimals` digits after the decimal mark, its thousands grouped as the current
+    language (or in_language) writes them: number(63119496) is "63,119,496" in English and
+    "63 119 496" in Spanish; number(99.6, 2) is "99.60" in both."""
+    if isinstance(decimals, bool) or not isinstance(decimals, int) or decimals < 0:
+        raise ValueError(f"decimals must be a non-negative integer, got {decimals!r}")
+    thousands, mark = NUMBER_FORMAT.get(in_language or _current[0], NUMBER_FORMAT["en"])
+    text = f"{value:,.{decimals}f}"
+    return text.translate({ord(","): "\0", ord("."): "\1"}).replace("\0", thousands).replace("\1", mark)
+
+
+__all__ = ["LANGUAGES", "NUMBER_FORMAT", "catalog", "get_language", "number", "set_language", "tr"]

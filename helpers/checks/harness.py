@@ -40,6 +40,7 @@ from typing import Any, Callable
 import numpy as np
 
 from ..i18n import tr
+from .guard import forbidden
 
 PASS, FAIL, TODO = "pass", "fail", "todo"
 SYMBOLS = {PASS: "✅", FAIL: "❌", TODO: "📝"}
@@ -69,6 +70,10 @@ class Exercise:
     mistakes: dict[str, str] = field(default_factory=dict)  # code -> hint (a str.format template)
     points: int = 1
     check: Callable | None = field(default=None, compare=False, repr=False)
+    # What the student's code may not call while this check runs (the exercise's own reference in
+    # helpers, the built-ins the notebook names as off limits), as dotted names such as
+    # "helpers.positional.positional_encoding" or "torch.nn.functional.layer_norm". Enforced by guard.py.
+    off_limits: tuple[str, ...] = ()
 
     @property
     def check_name(self) -> str:
@@ -86,7 +91,8 @@ EXERCISES: dict[str, Exercise] = {}  # name -> Exercise, in the order the check 
 
 
 def exercise(name: str, *, notebook: str, defines: str, success: str = "correct!",
-             mistakes: dict[str, str] | None = None, points: int = 1) -> Callable:
+             mistakes: dict[str, str] | None = None, points: int = 1,
+             off_limits: tuple[str, ...] | list[str] = ()) -> Callable:
     """Declare an exercise on its check body and turn the body into a never-raising check.
 
     The body receives the student's function (and any extra arguments). It raises ``Known(code)``
@@ -101,11 +107,11 @@ def exercise(name: str, *, notebook: str, defines: str, success: str = "correct!
         raise ValueError(f"exercise {name!r} is declared twice")
 
     def decorate(body: Callable) -> Callable:
-        declared = Exercise(name, notebook, defines, success, mistakes, points, None)
+        declared = Exercise(name, notebook, defines, success, mistakes, points, None, tuple(off_limits))
 
         @functools.wraps(body)
         def check(*args: Any, **kwargs: Any) -> Verdict:
-            with warnings.catch_warnings(), np.errstate(all="ignore"):  # a check cell writes no warning
+            with warnings.catch_warnings(), np.errstate(all="ignore"), _running(declared):  # no warning shown
                 warnings.simplefilter("ignore")
                 try:
                     extra = body(*args, **kwargs)
@@ -123,7 +129,7 @@ def exercise(name: str, *, notebook: str, defines: str, success: str = "correct!
                     verdict = Verdict(name, PASS, f"{_translated(f'{name}:success', success)} {extra or ''}".strip())
             return verdict.record()
 
-        registered = Exercise(name, notebook, defines, success, mistakes, points, check)
+        registered = Exercise(name, notebook, defines, success, mistakes, points, check, tuple(off_limits))
         EXERCISES[name] = registered
         check.exercise = registered
         return check
@@ -159,6 +165,24 @@ def exercises_in(notebook: str) -> list[Exercise]:
 def hint_fields(template: str) -> list[str]:
     """The {fields} a hint template needs."""
     return [f for _, f, _, _ in string.Formatter().parse(template) if f]
+
+
+_RUNNING: list[Exercise] = []  # the exercises whose checks are running (innermost last)
+
+
+@contextlib.contextmanager
+def _running(declared: Exercise):
+    """Mark `declared` as the exercise whose check runs, so that call() guards its off-limits names."""
+    _RUNNING.append(declared)
+    try:
+        yield
+    finally:
+        _RUNNING.pop()
+
+
+def current_exercise() -> Exercise | None:
+    """The exercise whose check is running now (None outside a check)."""
+    return _RUNNING[-1] if _RUNNING else None
 
 
 # ---------------------------------------------------------------------------------------- verdicts
@@ -256,7 +280,7 @@ def call(func: Any, *args: Any, **kwargs: Any) -> Any:
     if not callable(func):
         raise generic("not_callable", kind=type(func).__name__)
     try:
-        with warnings.catch_warnings(), np.errstate(all="ignore"):
+        with warnings.catch_warnings(), np.errstate(all="ignore"), forbidden(current_exercise()):
             warnings.simplefilter("ignore")
             return func(*args, **kwargs)
     except NotImplementedError:
@@ -382,6 +406,6 @@ def is_close(a: float, b: float, tol: float = 1e-6) -> bool:
 
 
 __all__ = ["CheckFailed", "EXERCISES", "Exercise", "FAIL", "GENERIC_MISTAKES", "Known", "Mistake", "NotImplementedYet",
-           "PASS", "SYMBOLS", "TODO", "Verdict", "as_numpy", "call", "compare", "exercise", "exercises_in",
-           "expect_finite", "expect_shape", "first_difference", "generic", "hint_fields", "is_close",
+           "PASS", "SYMBOLS", "TODO", "Verdict", "as_numpy", "call", "compare", "current_exercise", "exercise",
+           "exercises_in", "expect_finite", "expect_shape", "first_difference", "generic", "hint_fields", "is_close",
            "match_known", "output_and_weights", "same", "silenced", "to_array"]
