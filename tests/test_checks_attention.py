@@ -441,6 +441,21 @@ def test_check_padding_mask_names_each_mistake(wrong, code, capsys):
     assert_mistake(check_padding_mask, wrong, code, capsys)
 
 
+def causal_mask_one_cell_off(size):  # an unknown wrong mask: one future key visible
+    mask = np.tril(np.ones((size, size), dtype=bool))
+    if size > 1:
+        mask[0, 1] = True
+    return mask
+
+
+def test_check_causal_mask_localises_an_unknown_wrong_mask(capsys):
+    """Regression (issue 18): an unknown wrong mask got "the check could not run (TypeError: tr() got
+    multiple values for argument 'key')"; it is told where it differs."""
+    verdict = run(check_causal_mask, causal_mask_one_cell_off, capsys)
+    assert verdict.status == "fail" and verdict.mistake is None, verdict
+    assert "(0, 1)" in verdict.message and "query 0" in verdict.message and "key 1" in verdict.message
+
+
 def test_mask_wrong_answers_cover_every_code():
     assert_every_code_triggered("causal_mask", CAUSAL_WRONG)
     assert_every_code_triggered("padding_mask", PADDING_WRONG)

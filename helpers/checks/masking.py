@@ -77,9 +77,9 @@ def check_causal_mask(causal_fn: Callable) -> str:
             if np.array_equal(result, wrong):
                 raise Known(code)
         index = tuple(int(i) for i in np.argwhere(result != expected)[0])
-        raise Mistake(tr("causal_mask:differs", "{what} is {got} at {index} (query {query}, key {key}); expected "
+        raise Mistake(tr("causal_mask:differs", "{what} is {got} at {index} (query {query}, key {key_index}); expected "
                          "{expected}: query i may attend to key j exactly when j <= i.", what=what,
-                         got=bool(result[index]), index=index, query=index[0], key=index[1],
+                         got=bool(result[index]), index=index, query=index[0], key_index=index[1],
                          expected=bool(expected[index])))
     return tr("causal_mask:checked", "Checked sizes 5, 1 and 8.")
 
