@@ -145,7 +145,7 @@ def stub(seq_length, embed_size):
     "fn, status, code",
     [(stub, "todo", None),
      (lambda s, e: None, "fail", "returned_none"),
-     (lambda s, e: "abc", "fail", "not_an_array"),
+     (lambda s, e: "abc", "fail", "not_numbers"),
      (lambda s, e: np.float64(0.5), "fail", "wrong_shape"),
      (lambda s, e: np.full((s, e), np.nan), "fail", "not_finite"),
      (lambda s, e: [[1, 2], [3]], "fail", "not_an_array"),

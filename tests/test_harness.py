@@ -106,3 +106,46 @@ def test_same_compares_nan_and_pairs():
 def test_a_verdict_is_one_line_whatever_the_message():
     assert str(Verdict("x", "fail", "two\nlines")) == "❌ x: two lines"
     assert isinstance(EXERCISES["softmax"], Exercise)
+
+
+# ----------------------------------------------------------------------------- issue 18: types and SystemExit
+def _right_softmax(x, axis=-1):
+    shifted = np.exp(x - x.max(axis=axis, keepdims=True))
+    return shifted / shifted.sum(axis=axis, keepdims=True)
+
+
+@pytest.mark.parametrize("wrong, code", [
+    (lambda x, axis=-1: _right_softmax(x, axis) + 1j, "complex_values"),
+    (lambda x, axis=-1: _right_softmax(x, axis).astype(str), "not_numbers"),
+    (lambda x, axis=-1: _right_softmax(x, axis).astype(str).astype(object), "not_numbers"),
+], ids=["plus_1j", "strings", "object_strings"])
+def test_complex_and_text_answers_fail_with_their_own_code(wrong, code):
+    from helpers.checks import check_softmax
+    verdict = check_softmax(wrong)
+    assert verdict.status == "fail" and verdict.mistake == code, verdict
+    assert "\n" not in str(verdict) and "{" not in verdict.message
+
+
+def test_sys_exit_in_student_code_is_a_one_line_fail_and_keyboard_interrupt_still_stops():
+    import sys
+
+    from helpers.checks import check_softmax
+
+    def exits(x, axis=-1):
+        sys.exit(3)
+
+    verdict = check_softmax(exits)
+    assert verdict.status == "fail" and verdict.mistake == "raised_error" and "SystemExit" in verdict.message, verdict
+    assert "\n" not in str(verdict)
+
+    def interrupted(x, axis=-1):
+        raise KeyboardInterrupt
+
+    with pytest.raises(KeyboardInterrupt):
+        check_softmax(interrupted)
+
+
+@pytest.mark.parametrize("right", [_right_softmax, lambda x, axis=-1: _right_softmax(x, axis).tolist()])
+def test_real_answers_are_not_told_complex_or_not_numbers(right):
+    from helpers.checks import check_softmax
+    assert check_softmax(right).status == "pass"

@@ -54,6 +54,8 @@ GENERIC_MISTAKES = {
     "raised_error": "{call} raised {error}{where}",
     "wrong_shape": "{what} has shape {actual}, expected {expected}.{hint}",
     "not_finite": "{what} contains NaN or inf (first at index {index}).",
+    "complex_values": "{what} returned complex numbers; expected real numbers.",
+    "not_numbers": "{what} returned {kind}, not numbers: return the numbers themselves, not their text.",
     "check_error": "the check could not run ({error}).",
 }
 
@@ -286,7 +288,9 @@ def call(func: Any, *args: Any, **kwargs: Any) -> Any:
     except NotImplementedError:
         raise NotImplementedYet("replace `# Your Code Here` and `raise NotImplementedError()` "
                                 "with your code.") from None
-    except Exception as error:  # report where in the student's code it broke, in one line
+    except KeyboardInterrupt:  # the student interrupts a hang: stop the cell
+        raise
+    except BaseException as error:  # noqa: BLE001 - sys.exit() too: one line, never a traceback
         where = ""
         frames = traceback.extract_tb(error.__traceback__)
         if len(frames) > 1:
@@ -331,8 +335,16 @@ def as_numpy(value: Any, what: str, dtype: Any = None, kind: str | None = None) 
 
 
 def to_array(value: Any, what: str) -> np.ndarray:
-    """Turn a returned value into a float64 numpy array, or explain why it cannot be one."""
-    return as_numpy(value, what, np.float64, tr("harness:an_array_of_numbers", "an array of numbers"))
+    """Turn a returned value into a float64 numpy array, or explain why it cannot be one.
+
+    Complex values, strings and objects that are not numbers fail: their imaginary part is never dropped."""
+    raw = as_numpy(value, what, None, tr("harness:an_array_of_numbers", "an array of numbers"))
+    if raw.dtype.kind == "c":
+        raise generic("complex_values", what=what)
+    if raw.dtype.kind in "USV" or (raw.dtype.kind == "O" and any(
+            isinstance(item, (str, bytes, complex)) for item in raw.reshape(-1).tolist())):
+        raise generic("not_numbers", what=what, kind=f"{type(value).__name__} ({raw.dtype})")
+    return as_numpy(raw, what, np.float64, tr("harness:an_array_of_numbers", "an array of numbers"))
 
 
 def output_and_weights(result: Any, what: str) -> tuple[np.ndarray, np.ndarray]:
