@@ -375,3 +375,20 @@ def test_hints_do_not_write_out_the_solution_code():
 def test_notebook_01_exercises_in_order():
     assert [e.name for e in EXERCISES.values() if e.notebook == "01_positional_encoding"] == [
         "create_position_matrix", "rotation_matrix", "apply_rope"]
+
+
+def test_a_float32_position_matrix_computed_in_torch_passes():
+    """Issue 18: torch's default float32 was rejected with "0.821856, expected 0.821856"."""
+    import torch
+
+    def torch_float32(seq_length, embed_size):
+        pos = torch.arange(seq_length, dtype=torch.float32)[:, None]
+        i = torch.arange(0, embed_size, 2, dtype=torch.float32)
+        angles = pos / torch.pow(10000.0, i / embed_size)
+        pe = torch.zeros(seq_length, embed_size)
+        pe[:, 0::2] = torch.sin(angles)
+        pe[:, 1::2] = torch.cos(angles)
+        return pe
+
+    verdict = helpers.check_create_position_matrix(torch_float32)
+    assert verdict.status == "pass", verdict

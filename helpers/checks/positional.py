@@ -87,7 +87,7 @@ def check_create_position_matrix(create_position_matrix) -> str:
         if np.allclose(result, 0.0):
             raise Known("all_zeros", what=what)
         if same(result[:, :2], expected[:, :2]):
-            raise Known("later_columns_wrong", what=what, got=f"{result[1, 2]:.6g}", expected=f"{expected[1, 2]:.6g}")
+            raise Known("later_columns_wrong", what=what, got=f"{result[1, 2]:.9g}", expected=f"{expected[1, 2]:.9g}")
         compare(result, expected, {}, what)
     return tr("create_position_matrix:checked", "Matches the reference for sizes {sizes}.",
               sizes=", ".join(f"{s}x{d}" for s, d in SIZES))
