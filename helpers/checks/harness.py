@@ -375,7 +375,8 @@ def expect_finite(array: np.ndarray, what: str) -> None:
 
 def same(actual: Any, expected: Any, atol: float = 1e-5) -> bool:
     """True when two arrays (or two (output, weights) pairs) have the same shapes and agree to
-    float32-level tolerance (an answer computed in torch's default float32 passes). NaN equals NaN, so a known wrong answer that gives NaN is recognised."""
+    float32-level tolerance (an answer computed in torch's default float32 passes). NaN equals NaN,
+    so a known wrong answer that gives NaN is recognised."""
     if isinstance(expected, tuple):
         return (isinstance(actual, tuple) and len(actual) == len(expected)
                 and all(same(a, e, atol) for a, e in zip(actual, expected)))
