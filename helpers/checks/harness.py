@@ -20,15 +20,14 @@ display is the one verdict line and which is truthy exactly when the exercise pa
 
 A check never raises, with one exception: under nbgrader's autograding (the environment variable
 ``NBGRADER_EXECUTION`` is set) a verdict other than a pass raises ``CheckFailed`` with the verdict
-line as its message, so that the check cell earns no points. When ``HELPERS_GRADE_LOG`` names a
-file, each verdict is also appended to it as one JSON line, which the course grader reads.
+line as its message, so that the check cell earns no points. The course grader does not read the
+verdicts a notebook's kernel computes: it computes its own (course_tools/verdicts.py).
 """
 
 from __future__ import annotations
 
 import contextlib
 import functools
-import json
 import math
 import os
 import string
@@ -40,7 +39,7 @@ from typing import Any, Callable
 import numpy as np
 
 from ..i18n import tr
-from .guard import forbidden
+from .guard import OffLimitsUsed, forbidden, off_limits_name, used
 
 PASS, FAIL, TODO = "pass", "fail", "todo"
 SYMBOLS = {PASS: "✅", FAIL: "❌", TODO: "📝"}
@@ -55,6 +54,8 @@ GENERIC_MISTAKES = {
     "wrong_shape": "{what} has shape {actual}, expected {expected}.{hint}",
     "not_finite": "{what} contains NaN or inf (first at index {index}).",
     "check_error": "the check could not run ({error}).",
+    "used_off_limits": "{call} called `{name}`, which is off limits in this exercise: the point is to write it "
+                       "yourself. Remove that call and compute the result with the operations the exercise describes.",
 }
 
 
@@ -191,7 +192,7 @@ _SILENCED = [0]  # > 0 inside silenced(): verdicts are neither logged nor raised
 
 @contextlib.contextmanager
 def silenced():
-    """Run checks without logging their verdicts for the grader and without raising under nbgrader.
+    """Run checks without raising under nbgrader.
 
     For code that checks ANOTHER notebook's exercises (to decide whether to use the student's
     version): those verdicts must not count as this notebook's."""
@@ -233,16 +234,10 @@ class Verdict:
         return {"name": self.exercise, "status": self.status, "mistake": self.mistake, "message": self.message}
 
     def record(self) -> "Verdict":
-        """Log the verdict for the grader; under nbgrader's autograding, raise when it is not a pass."""
+        """Under nbgrader's autograding, raise when the verdict is not a pass (the course grader computes
+        its own verdicts in a fresh interpreter, course_tools/verdicts.py: nothing is logged for it)."""
         if _SILENCED[0]:
             return self
-        path = os.environ.get("HELPERS_GRADE_LOG")
-        if path:
-            try:
-                with open(path, "a", encoding="utf-8") as log:
-                    log.write(json.dumps(self.to_dict(), ensure_ascii=False) + "\n")
-            except OSError:
-                pass
         if os.environ.get("NBGRADER_EXECUTION") and not self:
             raise CheckFailed(str(self))
         return self
@@ -282,11 +277,20 @@ def call(func: Any, *args: Any, **kwargs: Any) -> Any:
     try:
         with warnings.catch_warnings(), np.errstate(all="ignore"), forbidden(current_exercise()):
             warnings.simplefilter("ignore")
-            return func(*args, **kwargs)
+            result = func(*args, **kwargs)
+            tried = used()
+        if tried:  # the student's code called something off limits, and caught the error it raised
+            raise OffLimitsUsed(tried[0])
+        return result
     except NotImplementedError:
         raise NotImplementedYet("replace `# Your Code Here` and `raise NotImplementedError()` "
                                 "with your code.") from None
-    except Exception as error:  # report where in the student's code it broke, in one line
+    except KeyboardInterrupt:  # the student stops a hang: the cell stops, as they asked
+        raise
+    except BaseException as error:  # noqa: BLE001 - SystemExit too: report where it broke, in one line
+        name = used()[0] if used() else off_limits_name(error)
+        if name or isinstance(error, OffLimitsUsed):
+            raise generic("used_off_limits", call=_call_label(func, args, kwargs), name=name or str(error)) from None
         where = ""
         frames = traceback.extract_tb(error.__traceback__)
         if len(frames) > 1:

@@ -61,6 +61,7 @@ def wrong_splits(x: np.ndarray, num_heads: int) -> dict:
 
 
 @exercise("split_heads", notebook="03_multi_head_attention", defines="split_heads",
+          off_limits=("helpers.multi_head.split_heads",),
           success="correct! (batch, L, d_model) -> (batch, h, L, d_k), head i owns columns i*d_k...",
           mistakes=SPLIT_MISTAKES)
 def check_split_heads(split_fn: Callable) -> str:
@@ -89,6 +90,7 @@ def wrong_combines(x: np.ndarray) -> dict:
 
 
 @exercise("combine_heads", notebook="03_multi_head_attention", defines="combine_heads",
+          off_limits=("helpers.multi_head.combine_heads",),
           success="correct! It undoes split_heads: the heads are concatenated back to d_model.",
           mistakes=COMBINE_MISTAKES)
 def check_combine_heads(combine_fn: Callable) -> str:
@@ -188,6 +190,8 @@ def wrong_multi_heads(case: dict) -> dict:
 
 
 @exercise("multi_head_attention", notebook="03_multi_head_attention", defines="multi_head_attention",
+          off_limits=("helpers.multi_head.multi_head_attention", "helpers.multi_head.MultiHeadAttention",
+                      "torch.nn.MultiheadAttention", "torch.nn.functional.multi_head_attention_forward"),
           success="correct! Project, split, attend per head, concatenate, project with W^O.", mistakes=MHA_MISTAKES)
 def check_multi_head_attention(mha_fn: Callable) -> str:
     """Check a student's multi_head_attention(x_q, x_kv, w_q, w_k, w_v, w_o, num_heads, mask=None)."""

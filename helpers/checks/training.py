@@ -88,6 +88,7 @@ def _same_rates(actual: np.ndarray, expected: np.ndarray) -> bool:
 
 
 @exercise("transformer_lr", notebook="06_training", defines="transformer_lr",
+          off_limits=("helpers.schedule.transformer_lr", "helpers.schedule.scheduled_lr"),
           success="correct! A linear warm-up, then a 1/sqrt(step) decay.", mistakes=LR_MISTAKES)
 def check_transformer_lr(transformer_lr_fn: Any) -> str:
     """Check a student's transformer_lr(step, d_model, warmup) against the reference on many values."""
@@ -193,6 +194,8 @@ def _mean(loss: torch.Tensor, keep: torch.Tensor) -> torch.Tensor:
 
 
 @exercise("label_smoothing_loss", notebook="06_training", defines="LabelSmoothingLoss",
+          off_limits=("helpers.loss.LabelSmoothingLoss", "torch.nn.functional.cross_entropy:label_smoothing",
+                      "torch.nn.CrossEntropyLoss:label_smoothing"),
           success="correct! Cross-entropy against the smoothed target, over the real tokens.", mistakes=LOSS_MISTAKES)
 def check_label_smoothing_loss(loss_class: Any) -> str:
     """Check a student's LabelSmoothingLoss(smoothing, pad_id)(logits, target) against the reference."""
@@ -318,6 +321,7 @@ def wrong_decodings(model: Transformer, src: torch.Tensor) -> dict[Any, np.ndarr
 
 
 @exercise("greedy_decode", notebook="06_training", defines="greedy_decode",
+          off_limits=("helpers.decoding.greedy_decode", "helpers.decoding.beam_search"),
           success="correct! One token at a time, always the most likely one.", mistakes=GREEDY_MISTAKES)
 def check_greedy_decode(greedy_decode_fn: Any) -> str:
     """Check a student's greedy_decode(model, src, max_len, start_id, end_id) against the reference."""

@@ -172,6 +172,8 @@ def wrong_layer_norms(norm: LayerNorm, x: torch.Tensor) -> dict[Any, np.ndarray]
 
 
 @exercise("layer_norm", notebook="05_transformer", defines="LayerNorm",
+          off_limits=("helpers.transformer.LayerNorm", "torch.nn.LayerNorm", "torch.nn.functional.layer_norm",
+                      "torch.layer_norm"),
           success="correct! The mean and the biased variance over the last axis, eps inside the square root, then "
                   "the gain and the bias: the same numbers as nn.LayerNorm.",
           mistakes=LAYER_NORM_MISTAKES)
@@ -245,6 +247,7 @@ def wrong_feed_forwards(ff: PositionwiseFeedForward, x: torch.Tensor) -> dict[An
 
 
 @exercise("feed_forward", notebook="05_transformer", defines="PositionwiseFeedForward",
+          off_limits=("helpers.transformer.PositionwiseFeedForward",),
           success="correct! Linear, ReLU, (dropout), linear: the same two maps at every position.",
           mistakes=FEED_FORWARD_MISTAKES)
 def check_feed_forward(FeedForwardClass: Any) -> str:
@@ -412,6 +415,7 @@ def wrong_encoder_outputs(layer: EncoderLayer, x: torch.Tensor, mask: torch.Tens
 
 
 @exercise("encoder_layer", notebook="05_transformer", defines="EncoderLayer",
+          off_limits=("helpers.transformer.EncoderLayer", "torch.nn.TransformerEncoderLayer"),
           success="correct! EncoderLayer.forward matches the reference, post-norm and pre-norm.",
           mistakes=ENCODER_MISTAKES)
 def check_encoder_layer(EncoderLayerClass: Any) -> str:
@@ -581,6 +585,7 @@ def _decoder_inputs(l_tgt: int, l_src: int, seed: int):
 
 
 @exercise("decoder_layer", notebook="05_transformer", defines="DecoderLayer",
+          off_limits=("helpers.transformer.DecoderLayer", "torch.nn.TransformerDecoderLayer"),
           success="correct! DecoderLayer.forward matches the reference: masked self-attention, "
                   "cross-attention and feed-forward, post-norm and pre-norm.",
           mistakes=DECODER_MISTAKES)
@@ -970,6 +975,7 @@ def _check_embedding_dropout(cls: type) -> None:
 
 
 @exercise("transformer", notebook="05_transformer", defines="Transformer",
+          off_limits=("helpers.transformer.Transformer", "torch.nn.Transformer"),
           success="correct! The masks from the token ids, the scaled embeddings plus the positional encoding on both "
                   "sides, N layers each, the memory and the source mask in every cross-attention, the final "
                   "projection: the same logits as the reference, post-norm, pre-norm and with shared embeddings.",
