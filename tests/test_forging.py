@@ -78,7 +78,8 @@ FORGERIES = {  # file name -> (course notebook, answers, extra cell before the c
     "functional_05_transformer.ipynb": ("05_transformer", {"layer_norm": (
         "class LayerNorm(nn.Module):\n"
         "    def __init__(self, d_model, eps=1e-5):\n        super().__init__()\n        self.eps = eps\n"
-        "        self.weight = nn.Parameter(torch.ones(d_model))\n        self.bias = nn.Parameter(torch.zeros(d_model))\n"
+        "        self.weight = nn.Parameter(torch.ones(d_model))\n"
+        "        self.bias = nn.Parameter(torch.zeros(d_model))\n"
         "\n    def forward(self, x):\n"
         "        return torch.nn.functional.layer_norm(x, x.shape[-1:], self.weight, self.bias, self.eps)\n")}, ""),
     "schedule_06_training.ipynb": ("06_training", {"transformer_lr": (
