@@ -11,7 +11,8 @@ import torch
 from ..i18n import tr
 from ..transformer import LayerNorm
 from .harness import Known, Mistake, call, exercise, expect_finite, expect_shape, first_difference, match_known, same
-from .torch_compare import _as_class, _fit, _np, _randomise, _run, _setup_mistakes
+from .torch_compare import TORCH_MISTAKES, _as_class, _fit, _np, _randomise, _setup_mistakes, compare_gradients, \
+    reference_gradients, reference_output, same_in_eval_mode, student_output
 
 # ---------------------------------------------------------------------- layer normalisation
 LN_D = 8
@@ -40,17 +41,26 @@ LAYER_NORM_MISTAKES = {
                     "add the learned bias self.bias (one of each per feature).",
     "eps_hardcoded": "LayerNorm(d_model, eps=0.01) gives the output of eps=1e-5: use the eps stored in __init__, "
                      "self.eps.",
+    "gain_bias_swapped": "the gain and the bias are exchanged: multiply the normalised vector by the gain "
+                         "self.weight, then add the bias self.bias.",
+    "rms_norm": "you wrote RMSNorm: x divided by the root of the mean of x squared. LayerNorm first subtracts the "
+                "mean, then divides by the standard deviation, sqrt(variance + eps), then applies the gain and the "
+                "bias.",
+    **TORCH_MISTAKES,
     **_setup_mistakes("LayerNorm", "layer_norm", "keep the given __init__, whose parameters are named weight and "
                                                  "bias as nn.LayerNorm's"),
 }
 
 
 def _layer_norm_input() -> torch.Tensor:
-    """(2, 4, LN_D) float64: badly scaled rows, one almost constant (where eps matters), one constant (variance 0)."""
+    """(2, 4, LN_D) float64: badly scaled rows, one almost constant (where eps matters), one constant (variance 0),
+    one of large entries far from 0 and one that mixes +1000 and -1000 with small entries."""
     gen = torch.Generator().manual_seed(3)
     x = 2.0 * torch.randn(2, 4, LN_D, generator=gen, dtype=torch.float64) + 0.5
     x[0, 1] = 0.25 + 1e-3 * x[0, 1]
     x[1, 2] = 0.7
+    x[0, 3] = 3e4 + 500.0 * x[0, 3]
+    x[1, 0, :2] = torch.tensor([1000.0, -1000.0], dtype=torch.float64)
     return x
 
 
@@ -84,7 +94,11 @@ def wrong_layer_norms(norm: LayerNorm, x: torch.Tensor) -> dict[Any, np.ndarray]
                                            "the gain (self.weight) and the bias (self.bias) are")): _np(hat),
             Known("no_gain_bias", which=tr("layer_norm:no_bias", "the bias (self.bias) is")): _np(w * hat),
             Known("no_gain_bias", which=tr("layer_norm:no_gain", "the gain (self.weight) is")): _np(hat + b),
+            "gain_bias_swapped": _np(b * hat + w),
         }
+        rms = x / torch.sqrt((x ** 2).mean(dim=-1, keepdim=True) + eps)
+        for variant in (w * rms + b, w * rms, rms):
+            wrong[Known("rms_norm")] = _np(variant)
         for dims, over in (((0,), tr("layer_norm:over_batch", "the batch axis (0)")),
                            ((1,), tr("layer_norm:over_sequence", "the sequence axis (1)")),
                            (tuple(range(x.dim())), tr("layer_norm:over_whole", "the whole tensor"))):
@@ -95,7 +109,9 @@ def wrong_layer_norms(norm: LayerNorm, x: torch.Tensor) -> dict[Any, np.ndarray]
 @exercise("layer_norm", notebook="05_transformer", defines="LayerNorm",
           success="correct! The mean and the biased variance over the last axis, eps inside the square root, then "
                   "the gain and the bias: the same numbers as nn.LayerNorm.",
-          mistakes=LAYER_NORM_MISTAKES)
+          mistakes=LAYER_NORM_MISTAKES,
+          off_limits=("helpers.transformer.LayerNorm", "torch.nn.LayerNorm", "torch.nn.functional.layer_norm",
+                      "torch.layer_norm"))
 def check_layer_norm(LayerNormClass: Any) -> str:
     """Check a student's LayerNorm class against nn.LayerNorm (through helpers.LayerNorm, equal to it)."""
     cls = _as_class(LayerNormClass)
@@ -108,12 +124,14 @@ def check_layer_norm(LayerNormClass: Any) -> str:
         _fit(student, reference).double().eval()
         what = tr("layer_norm:what", "{call}(x) with x of shape {shape}",
                   call=f"LayerNorm({LN_D}{'' if eps == 1e-5 else f', eps={eps}'})", shape=tuple(x.shape))
-        out = _run(student, x, what=what)
+        out = student_output(student, (x,), ("x",), what)
         expect_shape(out, tuple(x.shape), what, tr("layer_norm:shape_hint", "LayerNorm keeps the shape of its input."))
-        with torch.no_grad():
-            expected = _np(reference(x))
+        expected = reference_output(reference, (x,))
         if same(out, expected):
+            compare_gradients(student, student, (x,), {0: "x"}, reference_gradients(reference, reference, (x,),
+                                                                                     {0: "x"}), what)
             continue
+        same_in_eval_mode(student, (x,), ("x",), what, out)
         if eps != 1e-5:
             with torch.no_grad():
                 default = LayerNorm(LN_D).double()
