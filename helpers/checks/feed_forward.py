@@ -10,12 +10,13 @@ from torch import nn
 
 from ..i18n import tr
 from ..transformer import PositionwiseFeedForward
-from .harness import Known, Mistake, call, exercise, expect_finite, expect_shape, first_difference, match_known, same, \
-    to_array
-from .torch_compare import _as_class, _fit, _np, _randomise, _run, _setup_mistakes
+from .harness import Known, Mistake, call, exercise, expect_finite, expect_shape, first_difference, match_known, same
+from .torch_compare import P_TRAIN, TORCH_MISTAKES, _as_class, _fit, _np, _randomise, _setup_mistakes, \
+    compare_gradients, reference_gradients, reference_output, same_in_eval_mode, seeded_outputs, student_output
 
 # ---------------------------------------------------------------------- position-wise feed-forward
 FF_D, FF_HIDDEN = 8, 24
+TRAIN_SEED = 7
 
 FEED_FORWARD_MISTAKES = {
     "no_relu": "the ReLU between the two linear maps is missing: without it the two maps collapse into one linear "
@@ -25,10 +26,20 @@ FEED_FORWARD_MISTAKES = {
                "at the end (an nn.Linear applies its weight and its bias together).",
     "relu_on_output": "a ReLU is applied to the output too: only the hidden layer (d_ff wide) goes through the ReLU; "
                       "the output of the second linear map can be negative.",
+    "relu_moved_to_output": "the ReLU is applied to the output of the second linear map instead of the hidden layer: "
+                            "FFN(x) = max(0, x W_1 + b_1) W_2 + b_2, the ReLU between the two maps; the output can "
+                            "be negative.",
     "wrong_activation": "the hidden layer goes through {name}; the paper's feed-forward network uses the ReLU, "
                         "max(0, .).",
-    "no_dropout": "in training mode the output does not change when self.dropout is active: apply it to the hidden "
+    "no_dropout": "in training mode your output is the one without dropout: apply self.dropout to the hidden "
                   "activations, after the ReLU and before the second linear map (as PyTorch's layers do).",
+    "dropout_on_input": "in training mode your dropout acts on the input x: apply self.dropout to the hidden "
+                        "activations instead, after the ReLU and before the second linear map.",
+    "dropout_on_output": "in training mode your dropout acts on the output: apply self.dropout to the hidden "
+                         "activations instead, after the ReLU and before the second linear map.",
+    "dropout_before_relu": "in training mode your dropout comes before the ReLU: apply self.dropout after it, to the "
+                           "hidden activations, just before the second linear map.",
+    **TORCH_MISTAKES,
     **_setup_mistakes("PositionwiseFeedForward", "feed_forward"),
 }
 
@@ -46,47 +57,78 @@ def wrong_feed_forwards(ff: PositionwiseFeedForward, x: torch.Tensor) -> dict[An
                 _np(torch.relu(x @ l1.weight.T) @ l2.weight.T + l2.bias),
             Known("no_bias", which=tr("feed_forward:no_bias_2", "bias b_2 is")): _np(torch.relu(hidden) @ l2.weight.T),
             "relu_on_output": _np(torch.relu(l2(torch.relu(hidden)))),
+            "relu_moved_to_output": _np(torch.relu(l2(hidden))),
             Known("wrong_activation", name="GELU"): _np(l2(nn.functional.gelu(hidden))),
             Known("wrong_activation", name="tanh"): _np(l2(torch.tanh(hidden))),
             Known("wrong_activation", name=tr("feed_forward:a_sigmoid", "a sigmoid")): _np(l2(torch.sigmoid(hidden))),
         }
 
 
-@exercise("feed_forward", notebook="05_transformer", defines="PositionwiseFeedForward",
-          success="correct! Linear, ReLU, (dropout), linear: the same two maps at every position.",
-          mistakes=FEED_FORWARD_MISTAKES)
-def check_feed_forward(FeedForwardClass: Any) -> str:
-    """Check the forward pass of a student's PositionwiseFeedForward class against helpers.PositionwiseFeedForward."""
-    cls = _as_class(FeedForwardClass)
+def wrong_training_feed_forwards(ff: PositionwiseFeedForward, x: torch.Tensor, seed: int) -> dict[Any, np.ndarray]:
+    """What the misplaced, missing or hard-coded dropouts give in training mode, with the random numbers of seed."""
+    l1, l2, drop = ff.linear1, ff.linear2, ff.dropout
+    fixed = nn.Dropout(0.1)
+    return seeded_outputs({
+        "no_dropout": lambda: l2(torch.relu(l1(x))),
+        "dropout_on_input": lambda: l2(torch.relu(l1(drop(x)))),
+        "dropout_on_output": lambda: drop(l2(torch.relu(l1(x)))),
+        "dropout_before_relu": lambda: l2(torch.relu(drop(l1(x)))),
+        Known("dropout_p_hardcoded", what="PositionwiseFeedForward", p=drop.p): lambda: l2(fixed(torch.relu(l1(x)))),
+    }, seed)
+
+
+def _feed_forward_input() -> torch.Tensor:
+    """(2, 5, FF_D) float64, one position of large entries and one that mixes +1000 and -1000."""
     gen = torch.Generator().manual_seed(6)
     x = torch.randn(2, 5, FF_D, generator=gen, dtype=torch.float64)
+    x[0, 3] *= 300.0
+    x[1, 1, :2] = torch.tensor([1000.0, -1000.0], dtype=torch.float64)
+    return x
+
+
+@exercise("feed_forward", notebook="05_transformer", defines="PositionwiseFeedForward",
+          success="correct! Linear, ReLU, (dropout), linear: the same two maps at every position.",
+          mistakes=FEED_FORWARD_MISTAKES, off_limits=("helpers.transformer.PositionwiseFeedForward",))
+def check_feed_forward(FeedForwardClass: Any) -> str:
+    """Check a student's PositionwiseFeedForward class against helpers.PositionwiseFeedForward: the output in eval
+    mode, its gradients, and the output in training mode with the reference's random numbers (dropout P_TRAIN)."""
+    cls = _as_class(FeedForwardClass)
+    x = _feed_forward_input()
     with torch.random.fork_rng(devices=[]):
-        reference = PositionwiseFeedForward(FF_D, FF_HIDDEN, dropout=0.1)
-        student = call(cls, FF_D, FF_HIDDEN, dropout=0.1)
+        reference = PositionwiseFeedForward(FF_D, FF_HIDDEN, dropout=P_TRAIN)
+        student = call(cls, FF_D, FF_HIDDEN, dropout=P_TRAIN)
     _randomise(reference, seed=9)
     reference.double().eval()
     student = _fit(student, reference).double().eval()
     what = tr("feed_forward:what", "{call}(x) with x of shape {shape}",
-              call=f"PositionwiseFeedForward({FF_D}, {FF_HIDDEN})", shape=tuple(x.shape))
-    out = _run(student, x, what=what)
+              call=f"PositionwiseFeedForward({FF_D}, {FF_HIDDEN}, dropout={P_TRAIN})", shape=tuple(x.shape))
+    out = student_output(student, (x,), ("x",), what)
     expect_shape(out, tuple(x.shape), what,
                  tr("feed_forward:shape_hint", "The output has the input's shape (batch, L, d_model)."))
     expect_finite(out, what)
-    with torch.no_grad():
-        expected = _np(reference(x))
+    expected = reference_output(reference, (x,))
     if not same(out, expected):
+        same_in_eval_mode(student, (x,), ("x",), what, out)
         match_known(out, wrong_feed_forwards(reference, x))
         raise Mistake(tr("harness:differs", "{what} differs from the reference: {difference}.", what=what,
                          difference=first_difference(out, expected)))
-    for module in student.modules():
-        if isinstance(module, nn.Dropout):
-            module.p = 0.5
-    with torch.random.fork_rng(devices=[]), torch.no_grad():
-        torch.manual_seed(0)
-        train_out = to_array(call(student.train(), x), what)
-    if same(train_out, expected, atol=1e-12):
-        raise Known("no_dropout")
+    compare_gradients(student, student, (x,), {0: "x"}, reference_gradients(reference, reference, (x,), {0: "x"}),
+                      what)
+    student.train()
+    reference.train()
+    try:
+        train_out = student_output(student, (x,), ("x",), what, seed=TRAIN_SEED)
+        train_expected = reference_output(reference, (x,), seed=TRAIN_SEED)
+        if not same(train_out, train_expected):
+            match_known(train_out, wrong_training_feed_forwards(reference, x, TRAIN_SEED))
+            raise Mistake(tr("feed_forward:train_differs", "in training mode (dropout={p}, the reference's random "
+                             "numbers) {what} differs from the reference: {difference}. Apply self.dropout once, to "
+                             "the hidden activations after the ReLU.", p=P_TRAIN, what=what,
+                             difference=first_difference(train_out, train_expected)))
+    finally:
+        student.eval()
+        reference.eval()
     return ""
 
 
-__all__ = ["FEED_FORWARD_MISTAKES", "check_feed_forward", "wrong_feed_forwards"]
+__all__ = ["FEED_FORWARD_MISTAKES", "check_feed_forward", "wrong_feed_forwards", "wrong_training_feed_forwards"]
