@@ -12,16 +12,19 @@ from torch import nn
 from ..i18n import tr
 from ..masking import decoder_mask, padding_mask
 from ..transformer import DecoderLayer, EncoderLayer
-from .harness import Known, Mistake, call, exercise, expect_finite, expect_shape, first_difference, same, to_array
-from .torch_compare import D_FF, D_MODEL, HEADS, _as_class, _fit, _np, _randomise, _run, _setup_mistakes, \
-    _use_reference_parts
+from .harness import Known, Mistake, call, exercise, expect_finite, expect_shape, first_difference, match_known, same
+from .torch_compare import D_FF, D_MODEL, HEADS, P_TRAIN, TORCH_MISTAKES, _as_class, _fit, _np, _randomise, \
+    _setup_mistakes, _use_reference_parts, compare_gradients, reference_gradients, reference_output, \
+    same_in_eval_mode, seeded_outputs, student_output
+
+TRAIN_SEED = 17
 
 # ---------------------------------------------------------------------- encoder and decoder layers
 LAYER_PARTS = ("self_attn", "cross_attn", "ff", "norm1", "norm2", "norm3")  # not this exercise's: the reference's
 
 
 def _layer_setup_mistakes(cls_name: str, exercise_name: str) -> dict[str, str]:
-    return {**_setup_mistakes(cls_name, exercise_name),
+    return {**TORCH_MISTAKES, **_setup_mistakes(cls_name, exercise_name),
             "norm_first_not_stored": f"{cls_name}(..., norm_first={{norm_first}}) must store "
                                      "self.norm_first = norm_first."}
 
@@ -32,8 +35,8 @@ def _build_pair(student_cls: type, reference_cls: type, norm_first: bool, seed: 
     is checked."""
     with torch.random.fork_rng(devices=[]):
         torch.manual_seed(seed)
-        student = call(student_cls, D_MODEL, HEADS, D_FF, dropout=0.1, norm_first=norm_first)
-        reference = reference_cls(D_MODEL, HEADS, D_FF, dropout=0.1, norm_first=norm_first)
+        student = call(student_cls, D_MODEL, HEADS, D_FF, dropout=P_TRAIN, norm_first=norm_first)
+        reference = reference_cls(D_MODEL, HEADS, D_FF, dropout=P_TRAIN, norm_first=norm_first)
     _randomise(reference, seed)
     reference.double().eval()
     _fit(student, reference)
@@ -50,27 +53,62 @@ def _match_layer(out: np.ndarray, wrong_outputs: dict[str, np.ndarray]) -> None:
             raise Known(code)
 
 
-def _dropout_used(cls: type, reference_cls: type, run: Callable[[nn.Module], torch.Tensor], what: str,
-                  names: tuple[str, ...]) -> None:
-    """In training mode, with only the residual dropouts active, the output must become random."""
-    with torch.random.fork_rng(devices=[]):
-        torch.manual_seed(0)
-        layer = call(cls, D_MODEL, HEADS, D_FF, dropout=0.1, norm_first=False)
-        _use_reference_parts(layer, reference_cls(D_MODEL, HEADS, D_FF, dropout=0.1), LAYER_PARTS)
-        layer.double()
-        for module in layer.modules():
-            if isinstance(module, nn.Dropout):
-                module.p = 0.0
-        for name in names:
-            getattr(layer, name).p = 0.5
-        with torch.no_grad():
-            eval_out = to_array(call(run, layer.eval()), what)
-            train_out = to_array(call(run, layer.train()), what)
-    if same(eval_out, train_out, atol=1e-12):
-        raise Known("no_dropout", what=what, names=", ".join(names))
+def _sublayers(layer: nn.Module, x: torch.Tensor, sublayers: list[Callable], drops: list[Callable],
+               on_sum: bool = False) -> torch.Tensor:
+    """The layer's forward (the reference's norms, post- or pre-norm) with the given dropouts after each sub-layer;
+    on_sum: the dropout acts on the residual sum instead of the sub-layer's output."""
+    norms = [getattr(layer, f"norm{i + 1}") for i in range(len(sublayers))]
+    for f, norm, drop in zip(sublayers, norms, drops):
+        y = f(norm(x)) if layer.norm_first else f(x)
+        x = drop(x + y) if on_sum else x + drop(y)
+        if not layer.norm_first:
+            x = norm(x)
+    return x
 
 
-_NO_DROPOUT = ("{what}: in training mode the output does not change when {names} are active: apply dropout to each "
+def wrong_training_outputs(layer: nn.Module, x: torch.Tensor, sublayers: list[Callable], what: str,
+                           seed: int) -> dict[Any, np.ndarray]:
+    """What the missing, misplaced and hard-coded dropouts give in training mode, with the random numbers of seed."""
+    names = [f"dropout{i + 1}" for i in range(len(sublayers))]
+    drops = [getattr(layer, name) for name in names]
+    fixed = [nn.Dropout(0.1) for _ in drops]
+    identity = nn.Identity()
+    make: dict[Any, Callable[[], torch.Tensor]] = {
+        Known("no_dropout", what=what, names=", ".join(names)): lambda: _sublayers(layer, x, sublayers,
+                                                                                   [identity] * len(drops)),
+        Known("dropout_on_residual_sum", what=what): lambda: _sublayers(layer, x, sublayers, drops, on_sum=True),
+        Known("dropout_p_hardcoded", what=what, p=drops[0].p): lambda: _sublayers(layer, x, sublayers, fixed),
+    }
+    for i, name in enumerate(names):
+        some = [identity if k == i else drop for k, drop in enumerate(drops)]
+        make[Known("no_dropout", what=what, names=name)] = lambda some=some: _sublayers(layer, x, sublayers, some)
+    return seeded_outputs(make, seed)
+
+
+def _compare_in_training(student: nn.Module, reference: nn.Module, args: tuple, names: tuple[str, ...], what: str,
+                         sublayers: list[Callable]) -> None:
+    """The student's layer and the reference in training mode, with the same random numbers, must agree."""
+    student.train()
+    reference.train()
+    try:
+        out = student_output(student, args, names, what, seed=TRAIN_SEED)
+        expected = reference_output(reference, args, seed=TRAIN_SEED)
+        if same(out, expected):
+            return
+        match_known(out, wrong_training_outputs(reference, args[0], sublayers, what, TRAIN_SEED))
+        raise Mistake(tr("layers:train_differs", "in training mode (dropout={p}, the reference's random numbers) "
+                         "{what} differs from the reference: {difference}. Apply each of {names} once, to its "
+                         "sub-layer's output, before the residual addition.", p=P_TRAIN, what=what,
+                         difference=first_difference(out, expected),
+                         names=", ".join(f"dropout{i + 1}" for i in range(len(sublayers)))))
+    finally:
+        student.eval()
+        reference.eval()
+
+
+_DROPOUT_ON_SUM = ("{what}: in training mode your dropout acts on the residual sum: apply it to the sub-layer's "
+                   "output only, before adding the sub-layer's input, x + dropout(Sublayer(x)).")
+_NO_DROPOUT = ("{what}: in training mode your output is the one without {names}: apply dropout to each "
                "sub-layer's output before the residual addition.")
 
 
@@ -109,6 +147,7 @@ ENCODER_MISTAKES = {
     "padding_leak": "{what}: changing the PADDED tokens changes the output of the real ones, so src_mask is not "
                     "applied: pass it to self-attention.",
     "no_dropout": _NO_DROPOUT,
+    "dropout_on_residual_sum": _DROPOUT_ON_SUM,
     **_layer_setup_mistakes("EncoderLayer", "encoder_layer"),
 }
 
@@ -148,33 +187,39 @@ def wrong_encoder_outputs(layer: EncoderLayer, x: torch.Tensor, mask: torch.Tens
 
 @exercise("encoder_layer", notebook="05_transformer", defines="EncoderLayer",
           success="correct! EncoderLayer.forward matches the reference, post-norm and pre-norm.",
-          mistakes=ENCODER_MISTAKES)
+          mistakes=ENCODER_MISTAKES,
+          off_limits=("helpers.transformer.EncoderLayer", "torch.nn.TransformerEncoderLayer"))
 def check_encoder_layer(EncoderLayerClass: Any) -> str:
-    """Check the forward pass of a student's EncoderLayer class against helpers.EncoderLayer."""
+    """Check the forward pass of a student's EncoderLayer class against helpers.EncoderLayer: the output in eval mode,
+    its gradients, and the output in training mode with the reference's random numbers, post-norm and pre-norm."""
     cls = _as_class(EncoderLayerClass)
     gen = torch.Generator().manual_seed(5)
     x = torch.randn(2, 6, D_MODEL, generator=gen, dtype=torch.float64)
+    x[0, 2] *= 40.0  # one position of large entries
     tokens = torch.tensor([[5, 6, 7, 8, 9, 4], [3, 4, 5, 6, 0, 0]])
     mask = padding_mask(tokens, 0)  # (2, 1, 1, 6): the second sentence ends in two pads
+    args, names = (x, mask), ("x", "src_mask")
     for norm_first in (False, True):
         name = "pre-norm" if norm_first else "post-norm"
         student, reference = _build_pair(cls, EncoderLayer, norm_first, seed=11 + norm_first)
         what = f"EncoderLayer(norm_first={norm_first}).forward(x, src_mask)"
-        out = _run(student, x, mask, what=what)
+        out = student_output(student, args, names, what)
         expect_shape(out, tuple(x.shape), what,
                      tr("encoder_layer:shape_hint", "The layer keeps the shape (batch, L_src, d_model)."))
         expect_finite(out, what)
-        with torch.no_grad():
-            expected = _np(reference(x, mask))
-        if same(out, expected):
-            continue
-        if same(out, _np(x)):
-            raise Known("returns_input", what=what)
-        _match_layer(out, wrong_encoder_outputs(reference, x, mask))
-        _padding_leak(student, x, mask, what)
-        raise Mistake(tr("encoder_layer:differs", "{what} ({name}) differs from the reference: {difference}.",
-                         what=what, name=name, difference=first_difference(out, expected)))
-    _dropout_used(cls, EncoderLayer, lambda layer: layer(x, mask), "EncoderLayer", ("dropout1", "dropout2"))
+        expected = reference_output(reference, args)
+        if not same(out, expected):
+            same_in_eval_mode(student, args, names, what, out)
+            if same(out, _np(x)):
+                raise Known("returns_input", what=what)
+            _match_layer(out, wrong_encoder_outputs(reference, x, mask))
+            _padding_leak(student, x, mask, what)
+            raise Mistake(tr("encoder_layer:differs", "{what} ({name}) differs from the reference: {difference}.",
+                             what=what, name=name, difference=first_difference(out, expected)))
+        compare_gradients(student, student, args, {0: "x"}, reference_gradients(reference, reference, args, {0: "x"}),
+                          what)
+        _compare_in_training(student, reference, args, names, what,
+                             [lambda h, r=reference: r.self_attn(h, h, h, mask), reference.ff])
     return ""
 
 
@@ -182,8 +227,8 @@ def _padding_leak(layer: nn.Module, x: torch.Tensor, mask: torch.Tensor, what: s
     """Changing a padded position must not change the outputs of the real positions."""
     changed = x.clone()
     changed[1, -2:] += 3.0
-    a = _run(layer, x, mask, what=what)
-    b = _run(layer, changed, mask, what=what)
+    a = student_output(layer, (x, mask), ("x", "src_mask"), what)
+    b = student_output(layer, (changed, mask), ("x", "src_mask"), what)
     if not np.allclose(a[1, :-2], b[1, :-2], rtol=0, atol=1e-9):
         raise Known("padding_leak", what=what)
 
@@ -232,10 +277,14 @@ DECODER_MISTAKES = {
     "no_memory_mask_pre_norm": "memory_mask is not passed to cross-attention in the pre-norm branch.",
     "norms_mixed_up_pre_norm": "the norms are mixed up in the pre-norm branch: norm1 before self-attention, norm2 "
                                "before cross-attention, norm3 before the feed-forward.",
+    "memory_normalised": "in the pre-norm branch you normalise memory with norm2 before cross-attention: norm2 "
+                         "normalises only the decoder's stream (the queries); memory, the encoder's output, already "
+                         "went through the encoder's final LayerNorm: pass it as it is, as the keys and values.",
     # found by behaviour
     "future_leak": "{what}: changing the LAST target token changes the outputs of earlier positions, so the decoder "
                    "can see the future: pass tgt_mask to the masked self-attention.",
     "no_dropout": _NO_DROPOUT,
+    "dropout_on_residual_sum": _DROPOUT_ON_SUM,
     **_layer_setup_mistakes("DecoderLayer", "decoder_layer"),
 }
 
@@ -293,6 +342,7 @@ def wrong_decoder_outputs(layer: DecoderLayer, x: torch.Tensor, memory: torch.Te
         "no_residuals_pre_norm": lambda: ff(n3(ca(n2(sa(n1(x)))))),
         "no_memory_mask_pre_norm": lambda: pre(x + sa(n1(x)), lambda h: ca(h, memory, None)),
         "norms_mixed_up_pre_norm": lambda: (lambda h1: (lambda h2: h2 + ff(n1(h2)))(h1 + ca(n3(h1))))(x + sa(n2(x))),
+        "memory_normalised": lambda: pre(x + sa(n1(x)), lambda h: ca(h, n2(memory))),
     }
     out = {}
     with torch.no_grad():
@@ -318,33 +368,39 @@ def _decoder_inputs(l_tgt: int, l_src: int, seed: int):
 @exercise("decoder_layer", notebook="05_transformer", defines="DecoderLayer",
           success="correct! DecoderLayer.forward matches the reference: masked self-attention, "
                   "cross-attention and feed-forward, post-norm and pre-norm.",
-          mistakes=DECODER_MISTAKES)
+          mistakes=DECODER_MISTAKES,
+          off_limits=("helpers.transformer.DecoderLayer", "torch.nn.TransformerDecoderLayer"))
 def check_decoder_layer(DecoderLayerClass: Any) -> str:
-    """Check the forward pass of a student's DecoderLayer class against helpers.DecoderLayer."""
+    """Check the forward pass of a student's DecoderLayer class against helpers.DecoderLayer: the output in eval mode,
+    its gradients, and the output in training mode with the reference's random numbers, post-norm and pre-norm."""
     cls = _as_class(DecoderLayerClass)
+    names = ("x", "memory", "tgt_mask", "memory_mask")
     for norm_first in (False, True):
         name = "pre-norm" if norm_first else "post-norm"
         student, reference = _build_pair(cls, DecoderLayer, norm_first, seed=21 + norm_first)
         # First L_tgt == L_src, so that every mistake still runs and can be recognised; then L_tgt != L_src.
         for l_tgt, l_src in ((6, 6), (4, 7)):
-            x, memory, tgt_mask, memory_mask = _decoder_inputs(l_tgt, l_src, seed=l_tgt * 10 + l_src)
+            args = _decoder_inputs(l_tgt, l_src, seed=l_tgt * 10 + l_src)
+            x, memory, tgt_mask, memory_mask = args
             what = (f"DecoderLayer(norm_first={norm_first}).forward(x, memory, tgt_mask, memory_mask) "
                     f"with L_tgt={l_tgt}, L_src={l_src}")
-            out = _run(student, x, memory, tgt_mask, memory_mask, what=what)
+            out = student_output(student, args, names, what)
             expect_shape(out, tuple(x.shape), what,
                          tr("decoder_layer:shape_hint", "The output has the decoder's shape (batch, L_tgt, d_model)."))
             expect_finite(out, what)
-            with torch.no_grad():
-                expected = _np(reference(x, memory, tgt_mask, memory_mask))
-            if same(out, expected):
-                continue
-            _match_layer(out, wrong_decoder_outputs(reference, x, memory, tgt_mask, memory_mask))
-            _future_leak(student, x, memory, tgt_mask, memory_mask, what)
-            raise Mistake(tr("decoder_layer:differs", "{what} ({name}) differs from the reference: {difference}.",
-                             what=what, name=name, difference=first_difference(out, expected)))
-    x, memory, tgt_mask, memory_mask = _decoder_inputs(4, 7, seed=47)
-    _dropout_used(cls, DecoderLayer, lambda layer: layer(x, memory, tgt_mask, memory_mask), "DecoderLayer",
-                  ("dropout1", "dropout2", "dropout3"))
+            expected = reference_output(reference, args)
+            if not same(out, expected):
+                same_in_eval_mode(student, args, names, what, out)
+                _match_layer(out, wrong_decoder_outputs(reference, x, memory, tgt_mask, memory_mask))
+                _future_leak(student, x, memory, tgt_mask, memory_mask, what)
+                raise Mistake(tr("decoder_layer:differs", "{what} ({name}) differs from the reference: {difference}.",
+                                 what=what, name=name, difference=first_difference(out, expected)))
+            grads = {0: "x", 1: "memory"}
+            compare_gradients(student, student, args, grads, reference_gradients(reference, reference, args, grads),
+                              what)
+        _compare_in_training(student, reference, args, names, what, [
+            lambda h, r=reference: r.self_attn(h, h, h, tgt_mask),
+            lambda h, r=reference: r.cross_attn(h, memory, memory, memory_mask), reference.ff])
     return ""
 
 
@@ -353,8 +409,9 @@ def _future_leak(layer: nn.Module, x: torch.Tensor, memory: torch.Tensor, tgt_ma
     """Changing the last target position must not change the outputs of the earlier ones."""
     changed = x.clone()
     changed[:, -1] += 3.0
-    a = _run(layer, x, memory, tgt_mask, memory_mask, what=what)
-    b = _run(layer, changed, memory, tgt_mask, memory_mask, what=what)
+    names = ("x", "memory", "tgt_mask", "memory_mask")
+    a = student_output(layer, (x, memory, tgt_mask, memory_mask), names, what)
+    b = student_output(layer, (changed, memory, tgt_mask, memory_mask), names, what)
     if not np.allclose(a[:, :-1], b[:, :-1], rtol=0, atol=1e-9):
         raise Known("future_leak", what=what)
 
