@@ -11,8 +11,9 @@ from torch import nn
 from ..i18n import tr
 from ..transformer import PositionwiseFeedForward
 from .harness import Known, Mistake, call, exercise, expect_finite, expect_shape, first_difference, match_known, same
-from .torch_compare import P_TRAIN, TORCH_MISTAKES, _as_class, _fit, _np, _randomise, _setup_mistakes, \
-    compare_gradients, reference_gradients, reference_output, same_in_eval_mode, seeded_outputs, student_output
+from .torch_compare import DROPOUT_P_MISTAKE, P_TRAIN, TORCH_MISTAKES, _as_class, _fit, _np, _randomise, \
+    _setup_mistakes, compare_gradients, reference_gradients, reference_output, same_in_eval_mode, seeded_outputs, \
+    student_output
 
 # ---------------------------------------------------------------------- position-wise feed-forward
 FF_D, FF_HIDDEN = 8, 24
@@ -39,7 +40,7 @@ FEED_FORWARD_MISTAKES = {
                          "activations instead, after the ReLU and before the second linear map.",
     "dropout_before_relu": "in training mode your dropout comes before the ReLU: apply self.dropout after it, to the "
                            "hidden activations, just before the second linear map.",
-    **TORCH_MISTAKES,
+    **TORCH_MISTAKES, **DROPOUT_P_MISTAKE,
     **_setup_mistakes("PositionwiseFeedForward", "feed_forward"),
 }
 

@@ -13,8 +13,8 @@ from ..i18n import tr
 from ..masking import decoder_mask, padding_mask
 from ..transformer import DecoderLayer, EncoderLayer
 from .harness import Known, Mistake, call, exercise, expect_finite, expect_shape, first_difference, match_known, same
-from .torch_compare import D_FF, D_MODEL, HEADS, P_TRAIN, TORCH_MISTAKES, _as_class, _fit, _np, _randomise, \
-    _setup_mistakes, _use_reference_parts, compare_gradients, reference_gradients, reference_output, \
+from .torch_compare import D_FF, D_MODEL, DROPOUT_P_MISTAKE, HEADS, P_TRAIN, TORCH_MISTAKES, _as_class, _fit, _np, \
+    _randomise, _setup_mistakes, _use_reference_parts, compare_gradients, reference_gradients, reference_output, \
     same_in_eval_mode, seeded_outputs, student_output
 
 TRAIN_SEED = 17
@@ -24,7 +24,7 @@ LAYER_PARTS = ("self_attn", "cross_attn", "ff", "norm1", "norm2", "norm3")  # no
 
 
 def _layer_setup_mistakes(cls_name: str, exercise_name: str) -> dict[str, str]:
-    return {**TORCH_MISTAKES, **_setup_mistakes(cls_name, exercise_name),
+    return {**TORCH_MISTAKES, **DROPOUT_P_MISTAKE, **_setup_mistakes(cls_name, exercise_name),
             "norm_first_not_stored": f"{cls_name}(..., norm_first={{norm_first}}) must store "
                                      "self.norm_first = norm_first."}
 

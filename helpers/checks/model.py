@@ -12,14 +12,18 @@ import torch
 from torch import nn
 
 from ..i18n import tr
-from ..masking import causal_mask_torch, padding_mask
+from ..masking import causal_mask_torch, decoder_mask, padding_mask
 from ..transformer import Transformer
 from .harness import Known, Mistake, as_numpy, call, exercise, expect_finite, expect_shape, first_difference, \
     generic, match_known, same
-from .torch_compare import D_FF, D_MODEL, HEADS, _as_class, _fit, _np, _randomise, _run, _setup_mistakes
+from .torch_compare import D_FF, D_MODEL, HEADS, TORCH_MISTAKES, _as_class, _fit, _np, _randomise, _run, \
+    _setup_mistakes, compare_gradients, reference_gradients, reference_output, same_in_eval_mode, student_output
+
+TRAIN_SEED = 27
 
 # ---------------------------------------------------------------------- the whole Transformer
-SRC_VOCAB, TGT_VOCAB, MODEL_LAYERS, MAX_LEN, PAD = 13, 11, 2, 32, 0
+SRC_VOCAB, TGT_VOCAB, MODEL_LAYERS, MAX_LEN = 13, 11, 2, 32
+PAD = 2  # not 0, so that a mask built with `src != 0` is wrong
 
 TRANSFORMER_MISTAKES = {
     "mask_not_boolean": "{which} returns a tensor of dtype {dtype}: a mask is boolean, True = may attend "
@@ -59,6 +63,17 @@ TRANSFORMER_MISTAKES = {
                              "without a softmax (the loss and the argmax of decoding work on logits).",
     "no_dropout": "in training mode the output does not change when the dropout after the {side} positional "
                   "encoding is active: add the encoding with self.positional, which applies that dropout.",
+    "pad_id_hardcoded": "{which} compares the ids with 0: the padding id is self.pad_id (here {pad_id}), whatever "
+                        "the model was built with.",
+    "mask_wrong_device": "{which} builds its mask on another device than the ids ({detail}): create every new tensor "
+                         "on the ids' device (`torch.ones(..., device=tgt.device)`), or training on a GPU fails.",
+    "embeddings_not_shared": "with share_embeddings=True the source embedding, the target embedding and the final "
+                             "projection must be ONE parameter: self.tgt_embed = self.src_embed and "
+                             "self.generator.weight = self.src_embed.weight (equal copies would be trained apart).",
+    "train_mode_differs": "in training mode (the reference's random numbers) {what} differs from the reference: "
+                          "{difference}. Apply the dropouts as the reference does: self.positional on each side "
+                          "(it adds the encoding, then drops), the layers' own, in the order encode, then decode.",
+    **TORCH_MISTAKES,
     **_setup_mistakes("Transformer", "transformer"),
 }
 
@@ -243,15 +258,33 @@ def _compare_mask(result: Any, expected: torch.Tensor, which: str, wrong: dict[A
 
 
 def _check_masks(student: nn.Module, reference: Transformer, src: torch.Tensor, tgt: torch.Tensor) -> None:
-    _compare_mask(call(student.make_src_mask, src), reference.make_src_mask(src), "make_src_mask(src)", {},
+    _compare_mask(call(student.make_src_mask, src), reference.make_src_mask(src), "make_src_mask(src)",
+                  {Known("pad_id_hardcoded", which="make_src_mask(src)", pad_id=PAD): padding_mask(src, 0)},
                   tr("transformer:src_mask_shape", "The source mask has shape (batch, 1, 1, L_src): one row per "
                      "sentence, broadcast over the heads and the queries."))
     length = tgt.shape[1]
     _compare_mask(call(student.make_tgt_mask, tgt), reference.make_tgt_mask(tgt), "make_tgt_mask(tgt)",
                   {Known("tgt_mask_no_padding"): causal_mask_torch(length)[None, None],
-                   Known("no_causal_mask"): padding_mask(tgt, PAD)},
+                   Known("no_causal_mask"): padding_mask(tgt, PAD),
+                   Known("pad_id_hardcoded", which="make_tgt_mask(tgt)", pad_id=PAD): decoder_mask(tgt, 0)},
                   tr("transformer:tgt_mask_shape", "The target mask has shape (batch, 1, L_tgt, L_tgt): the causal "
                      "(L_tgt, L_tgt) mask combined with the target's padding mask (batch, 1, 1, L_tgt)."))
+
+
+def _check_mask_devices(student: nn.Module, src: torch.Tensor, tgt: torch.Tensor) -> None:
+    """The masks of ids on another device (meta: no data, any machine) must be on that device too."""
+    for method, ids in (("make_src_mask", src), ("make_tgt_mask", tgt)):
+        which = f"{method}({method[5:8]})"
+        try:
+            mask = call(getattr(student, method), ids.to("meta"))
+        except Mistake as error:
+            if "device" in str(error):
+                raise Known("mask_wrong_device", which=which, detail=str(error).split(" raised ", 1)[-1][:90]) from None
+            continue  # code that needs the ids' values (meta tensors have none) cannot be checked this way
+        device = getattr(mask, "device", None)
+        if device is not None and device.type != "meta":
+            raise Known("mask_wrong_device", which=which, detail=tr(
+                "transformer:mask_on", "ids on {ids}, mask on {mask}", ids="meta", mask=device.type))
 
 
 def _check_encode(student: nn.Module, reference: Transformer, src: torch.Tensor, label: str) -> None:
@@ -259,7 +292,7 @@ def _check_encode(student: nn.Module, reference: Transformer, src: torch.Tensor,
     length = src.shape[1]
     what = tr("transformer:what_encode", "Transformer({label}).encode(src, src_mask) with L_src={length}",
               label=label, length=length)
-    out = _run(student.encode, src, src_mask, what=what)
+    out = student_output(student.encode, (src, src_mask), ("src", "src_mask"), what)
     expect_shape(out, (src.shape[0], length, D_MODEL), what,
                  tr("transformer:encode_shape", "encode returns the memory, (batch, L_src, d_model)."))
     expect_finite(out, what)
@@ -267,6 +300,7 @@ def _check_encode(student: nn.Module, reference: Transformer, src: torch.Tensor,
         expected = _np(reference.encode(src, src_mask))
     if same(out, expected):
         return
+    same_in_eval_mode(student.encode, (src, src_mask), ("src", "src_mask"), what, out)
     match_known(out, wrong_encodings(reference, src, src_mask))
     longer = torch.cat([src, torch.full((src.shape[0], 2), PAD)], dim=1)  # more padding must change nothing
     padded = _run(student.encode, longer, reference.make_src_mask(longer), what=what)
@@ -286,7 +320,8 @@ def _check_decode(student: nn.Module, reference: Transformer, src: torch.Tensor,
     vocab = reference.tgt_vocab_size
     what = tr("transformer:what_decode", "Transformer({label}).decode(tgt, memory, src_mask, tgt_mask) with "
               "L_src={l_src}, L_tgt={l_tgt}", label=label, l_src=src.shape[1], l_tgt=length)
-    out = _run(student.decode, tgt, memory, src_mask, tgt_mask, what=what)
+    out = student_output(student.decode, (tgt, memory, src_mask, tgt_mask), ("tgt", "memory", "src_mask", "tgt_mask"),
+                         what)
     if out.shape == (batch, length, D_MODEL):
         raise Known("no_generator")
     expect_shape(out, (batch, length, vocab), what,
@@ -296,6 +331,8 @@ def _check_decode(student: nn.Module, reference: Transformer, src: torch.Tensor,
         expected = _np(reference.decode(tgt, memory, src_mask, tgt_mask))
     if same(out, expected):
         return
+    same_in_eval_mode(student.decode, (tgt, memory, src_mask, tgt_mask), ("tgt", "memory", "src_mask", "tgt_mask"),
+                      what, out)
     match_known(out, wrong_decodes(reference, tgt, memory, src_mask, tgt_mask))
     if same(_run(student.decode, tgt, memory + 1.0, src_mask, tgt_mask, what=what), out, atol=1e-12):
         raise Known("memory_not_used")
@@ -317,15 +354,17 @@ def _check_forward(student: nn.Module, reference: Transformer, src: torch.Tensor
     batch, length = tgt.shape
     what = tr("transformer:what_forward", "Transformer({label})(src, tgt) with L_src={l_src}, L_tgt={l_tgt}",
               label=label, l_src=src.shape[1], l_tgt=length)
-    out = _run(student, src, tgt, what=what)
+    out = student_output(student, (src, tgt), ("src", "tgt"), what)
     expect_shape(out, (batch, length, reference.tgt_vocab_size), what,
                  tr("transformer:forward_shape", "forward returns logits, (batch, L_tgt, tgt_vocab_size), one row per "
                     "target position: it does not shift tgt (the training loop passes the decoder's input)."))
     expect_finite(out, what)
-    with torch.no_grad():
-        expected = _np(reference(src, tgt))
+    expected = reference_output(reference, (src, tgt))
     if same(out, expected):
+        compare_gradients(student, student, (src, tgt), {}, reference_gradients(reference, reference, (src, tgt), {}),
+                          what)
         return
+    same_in_eval_mode(student, (src, tgt), ("src", "tgt"), what, out)
     match_known(out, wrong_forwards(reference, src, tgt))
     other = src.clone()
     other[:, 0] = 3 + (other[:, 0] - 2) % (TGT_VOCAB - 3)  # another real first token in every sentence
@@ -363,11 +402,26 @@ def _check_embedding_dropout(cls: type) -> None:
     student.eval()
 
 
+def _compare_in_training(cls: type) -> None:
+    """forward(src, tgt) in training mode, with the reference's random numbers, must give the reference's logits."""
+    reference = _reference_model(True, False, seed=61)
+    student = _student_model(cls, reference)
+    src, tgt = _model_inputs(7, 5)
+    what = tr("transformer:what_forward", "Transformer({label})(src, tgt) with L_src={l_src}, L_tgt={l_tgt}",
+              label="norm_first=True", l_src=src.shape[1], l_tgt=tgt.shape[1])
+    out = student_output(student.train(), (src, tgt), ("src", "tgt"), what, seed=TRAIN_SEED)
+    expected = reference_output(reference.train(), (src, tgt), seed=TRAIN_SEED)
+    student.eval()
+    reference.eval()
+    if not same(out, expected):
+        raise Known("train_mode_differs", what=what, difference=first_difference(out, expected))
+
+
 @exercise("transformer", notebook="05_transformer", defines="Transformer",
           success="correct! The masks from the token ids, the scaled embeddings plus the positional encoding on both "
                   "sides, N layers each, the memory and the source mask in every cross-attention, the final "
                   "projection: the same logits as the reference, post-norm, pre-norm and with shared embeddings.",
-          mistakes=TRANSFORMER_MISTAKES)
+          mistakes=TRANSFORMER_MISTAKES, off_limits=("helpers.transformer.Transformer", "torch.nn.Transformer"))
 def check_transformer(TransformerClass: Any) -> str:
     """Check make_src_mask, make_tgt_mask, encode, decode and forward of a student's Transformer class."""
     cls = _as_class(TransformerClass)
@@ -380,13 +434,20 @@ def check_transformer(TransformerClass: Any) -> str:
             src, tgt = _model_inputs(l_src, l_tgt)
             if not norm_first:
                 _check_masks(student, reference, src, tgt)
+                _check_mask_devices(student, src, tgt)
             _check_encode(student, reference, src, label)
             _check_decode(student, reference, src, tgt, label)
             _check_forward(student, reference, src, tgt, label)
     reference = _reference_model(False, True, seed=41)
     src, tgt = _model_inputs(7, 5)
-    _check_forward(_student_model(cls, reference), reference, src, tgt, "share_embeddings=True")
+    student = _student_model(cls, reference)
+    src_weight, tgt_weight, out_weight = (getattr(getattr(student, name, None), "weight", None)
+                                          for name in ("src_embed", "tgt_embed", "generator"))
+    if not (src_weight is tgt_weight is out_weight):
+        raise Known("embeddings_not_shared")
+    _check_forward(student, reference, src, tgt, "share_embeddings=True")
     _check_embedding_dropout(cls)
+    _compare_in_training(cls)
     return tr("transformer:checked", "(Checked with the reference layers inside your model, so that only this "
               "exercise's code is tested.)")
 

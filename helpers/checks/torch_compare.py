@@ -39,6 +39,8 @@ TORCH_MISTAKES = {
     "dropout_in_eval_mode": "{what} gives different outputs on two calls in eval mode: dropout is still applied after "
                             ".eval(). Use the nn.Dropout modules of __init__ (they follow .train() and .eval()), or "
                             "F.dropout(..., training=self.training).",
+}
+DROPOUT_P_MISTAKE = {
     "dropout_p_hardcoded": "in training mode {what} drops with p=0.1, but it was built with dropout={p}: use the "
                            "dropout modules of __init__, built with the given probability, not a fixed 0.1.",
 }
