@@ -38,8 +38,6 @@ FEED_FORWARD_MISTAKES = {
                         "activations instead, after the ReLU and before the second linear map.",
     "dropout_on_output": "in training mode your dropout acts on the output: apply self.dropout to the hidden "
                          "activations instead, after the ReLU and before the second linear map.",
-    "dropout_before_relu": "in training mode your dropout comes before the ReLU: apply self.dropout after it, to the "
-                           "hidden activations, just before the second linear map.",
     **TORCH_MISTAKES, **DROPOUT_P_MISTAKE,
     **_setup_mistakes("PositionwiseFeedForward", "feed_forward"),
 }
@@ -73,7 +71,6 @@ def wrong_training_feed_forwards(ff: PositionwiseFeedForward, x: torch.Tensor, s
         "no_dropout": lambda: l2(torch.relu(l1(x))),
         "dropout_on_input": lambda: l2(torch.relu(l1(drop(x)))),
         "dropout_on_output": lambda: drop(l2(torch.relu(l1(x)))),
-        "dropout_before_relu": lambda: l2(torch.relu(drop(l1(x)))),
         Known("dropout_p_hardcoded", what="PositionwiseFeedForward", p=drop.p): lambda: l2(fixed(torch.relu(l1(x)))),
     }, seed)
 
