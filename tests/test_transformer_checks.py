@@ -807,3 +807,47 @@ def test_checks_do_not_disturb_the_global_random_state():
                          (check_transformer, Transformer), (check_greedy_decode, greedy_decode)):
         assert check(right)
     assert torch.equal(torch.rand(3), expected)
+
+
+# ---------------------------------------------------------------------- honest naming
+def scaled(forward, factor=1.01):
+    """forward with its output scaled a little: wrong, but no known mistake."""
+    return lambda *args: forward(*args) * factor
+
+
+UNRELATED = {  # wrong answers that are none of the known mistakes: each must get a localised message, not a code
+    "layer_norm": [layer_norm(scaled(explicit)),
+                   layer_norm(lambda s, x: explicit(s, x) + 0.01 * x),
+                   layer_norm(lambda s, x: s.weight * (x - mean(x)) / torch.sqrt(var(x) + 0.5) + s.bias)],
+    "feed_forward": [feed_forward(scaled(lambda s, x: s.linear2(s.dropout(torch.relu(s.linear1(x)))))),
+                     feed_forward(lambda s, x: s.linear2(s.dropout(F.leaky_relu(s.linear1(x), 0.2))))],
+    "encoder_layer": [encoder(scaled(EncoderLayer.forward)),
+                      encoder(EncoderLayer.forward, scaled(EncoderLayer.forward)),
+                      encoder(lambda s, x, m: EncoderLayer.forward(s, x, m) + 0.01)],
+    "decoder_layer": [decoder(scaled(DecoderLayer.forward)),
+                      decoder(DecoderLayer.forward, scaled(DecoderLayer.forward, 0.9))],
+    "transformer": [type("Transformer", (StudentTransformer,), {
+        "decode": lambda self, *args: StudentTransformer.decode(self, *args) * 1.01})],
+}
+UNRELATED_CASES = [(name, i) for name, cases in UNRELATED.items() for i in range(len(cases))]
+
+
+@pytest.mark.parametrize("name, i", UNRELATED_CASES, ids=[f"{name}-{i}" for name, i in UNRELATED_CASES])
+def test_no_code_fires_for_an_unrelated_wrong_answer(name, i):
+    v = verdict(CHECKS[name], UNRELATED[name][i])
+    assert not v and v.mistake not in EXERCISES[name].mistakes, v
+    assert "differs from" in v.message, v
+
+
+def test_dropout_left_on_in_eval_mode_is_not_told_the_mask_is_missing():
+    """The issue's wrong naming: a layer that drops in eval mode was told its padding mask is not applied."""
+    v = wrong_verdict("encoder_layer", next(i for i, (code, _) in enumerate(ENCODER_WRONG)
+                                            if code == "dropout_in_eval_mode"))
+    assert v.mistake == "dropout_in_eval_mode" and "padding" not in v.message and "not applied" not in v.message, v
+
+
+def test_masks_on_the_ids_device_pass_on_meta():
+    """The notebook's masks built with device=tgt.device pass the meta-tensor device check (and the CPU ones fail)."""
+    assert verdict(check_transformer, transformer())
+    assert wrong_verdict("transformer", next(i for i, (code, _) in enumerate(TRANSFORMER_WRONG)
+                                             if code == "mask_wrong_device")).mistake == "mask_wrong_device"
