@@ -92,7 +92,7 @@ def _one_number(value: Any, what: str) -> float:
     """A rate as a float: a real Python or numpy number, or a 0-d array or tensor of one; else not_a_number."""
     kind = None
     if isinstance(value, (bool, np.bool_, str, bytes, complex, np.complexfloating)):
-        kind = tr("transformer_lr:a_kind", "a {type} ({value!r})", type=type(value).__name__, value=value)
+        kind = tr("transformer_lr:a_kind", "a {type} ({value})", type=type(value).__name__, value=repr(value))
     elif hasattr(value, "shape") and hasattr(value, "dtype"):  # an array or a tensor
         dtype = str(value.dtype)
         if (tuple(value.shape) != () or "complex" in dtype or "bool" in dtype
