@@ -358,6 +358,7 @@ def _decoder_inputs(l_tgt: int, l_src: int, seed: int):
     gen = torch.Generator().manual_seed(seed)
     x = torch.randn(2, l_tgt, D_MODEL, generator=gen, dtype=torch.float64)
     memory = torch.randn(2, l_src, D_MODEL, generator=gen, dtype=torch.float64)
+    memory[0, 1] *= 30.0  # one source position of large entries
     tgt_ids = torch.randint(3, 9, (2, l_tgt), generator=gen)
     tgt_ids[1, -1] = 0  # one padded target position
     src_ids = torch.randint(3, 9, (2, l_src), generator=gen)

@@ -17,7 +17,8 @@ from ..transformer import Transformer
 from .harness import Known, Mistake, as_numpy, call, exercise, expect_finite, expect_shape, first_difference, \
     generic, match_known, same
 from .torch_compare import D_FF, D_MODEL, HEADS, TORCH_MISTAKES, _as_class, _fit, _np, _randomise, _run, \
-    _setup_mistakes, compare_gradients, reference_gradients, reference_output, same_in_eval_mode, student_output
+    _setup_mistakes, compare_gradients, reference_gradients, reference_output, protect_inputs, same_in_eval_mode, \
+    student_output
 
 TRAIN_SEED = 27
 
@@ -257,13 +258,21 @@ def _compare_mask(result: Any, expected: torch.Tensor, which: str, wrong: dict[A
                      expected=bool(right[index])))
 
 
+def _mask_of(method: Callable, ids: torch.Tensor, name: str) -> Any:
+    """The student's mask of a copy of ids; a change of the ids is reported."""
+    given = ids.clone()
+    mask = call(method, given)
+    protect_inputs((ids,), (given,), (name,), f"{method.__name__}({name})")
+    return mask
+
+
 def _check_masks(student: nn.Module, reference: Transformer, src: torch.Tensor, tgt: torch.Tensor) -> None:
-    _compare_mask(call(student.make_src_mask, src), reference.make_src_mask(src), "make_src_mask(src)",
+    _compare_mask(_mask_of(student.make_src_mask, src, "src"), reference.make_src_mask(src), "make_src_mask(src)",
                   {Known("pad_id_hardcoded", which="make_src_mask(src)", pad_id=PAD): padding_mask(src, 0)},
                   tr("transformer:src_mask_shape", "The source mask has shape (batch, 1, 1, L_src): one row per "
                      "sentence, broadcast over the heads and the queries."))
     length = tgt.shape[1]
-    _compare_mask(call(student.make_tgt_mask, tgt), reference.make_tgt_mask(tgt), "make_tgt_mask(tgt)",
+    _compare_mask(_mask_of(student.make_tgt_mask, tgt, "tgt"), reference.make_tgt_mask(tgt), "make_tgt_mask(tgt)",
                   {Known("tgt_mask_no_padding"): causal_mask_torch(length)[None, None],
                    Known("no_causal_mask"): padding_mask(tgt, PAD),
                    Known("pad_id_hardcoded", which="make_tgt_mask(tgt)", pad_id=PAD): decoder_mask(tgt, 0)},

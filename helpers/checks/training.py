@@ -391,7 +391,7 @@ def check_greedy_decode(greedy_decode_fn: Any) -> str:
     what = f"greedy_decode(model, src, max_len={MAX_LEN}, start_id={START}, end_id={END})"
     with torch.no_grad():
         expected = reference_greedy_decode(model, src, MAX_LEN, START, END).numpy()
-        result = call(greedy_decode_fn, model, src, MAX_LEN, START, END)
+        result = call(greedy_decode_fn, model, src.clone(), MAX_LEN, START, END)  # a copy: src stays as it is
     out = to_array(result, what)
     if out.ndim != 2 or out.shape[0] != batch:
         raise generic("wrong_shape", what=what, actual=out.shape,
