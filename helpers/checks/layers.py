@@ -1,5 +1,10 @@
 """The checks of notebook 05's EncoderLayer.forward and DecoderLayer.forward, post-norm and pre-norm, with the
-reference's attention, feed-forward and LayerNorm modules inside the student's layer."""
+reference's attention, feed-forward and LayerNorm modules inside the student's layer.
+
+Each check compares, with the reference's weights: the output in eval mode (then the known wrong forwards of
+wrong_encoder_outputs / wrong_decoder_outputs and the behaviour probes: padding or future leaks), the gradients
+of x (and memory) and of the parameters, and the output in training mode with the reference's random numbers
+(dropout P_TRAIN; wrong_training_outputs gives what missing, misplaced and hard-coded dropouts produce)."""
 
 from __future__ import annotations
 

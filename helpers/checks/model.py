@@ -1,5 +1,10 @@
 """The check of notebook 05's Transformer: the masks built from token ids, encode, decode and forward, with the
-reference's layers, final norms and positional encoding inside the student's model."""
+reference's layers, final norms and positional encoding inside the student's model.
+
+The masks are compared with the reference's (pad_id 2, so that `ids != 0` is wrong) and must be built on the ids'
+device (meta tensors show it on a CPU); encode, decode and forward are compared in eval mode with the known
+wrong passes (wrong_encodings, wrong_decodes, wrong_forwards), forward's gradients with the reference's, the
+shared embeddings by identity, and forward in training mode with the reference's random numbers."""
 
 from __future__ import annotations
 
