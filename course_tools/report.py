@@ -185,7 +185,7 @@ def render(reports: list[dict], language: str | None = None) -> str:
             if e is None:
                 cells.append('<td class="none"></td>')
                 continue
-            text = html.escape(e.get("mistake") or "") if e["status"] == "fail" else w[e["status"]]
+            text = html.escape(e.get("mistake") or "") or w["fail"] if e["status"] == "fail" else w[e["status"]]
             cells.append(f'<td class="{e["status"]}" title="{html.escape(e.get("message") or "")}">{text}</td>')
         parts.append(f'<tr><td class="code">{html.escape(report["notebook"])}</td>{"".join(cells)}'
                      f'<td class="num">{report["passed"]}/{report["total"]}</td></tr>')
