@@ -15,9 +15,9 @@ since otter-grader does not open a region on it):
 
 Writing first stamps the nbgrader metadata of each solution notebook from the exercise registry
 (see ``course_tools.nbgrader``): only cell metadata changes, outputs stay, and the file is rewritten
-only when something changed. Then each student notebook is written: where it comes from is recorded in the notebook's metadata
-(``metadata.tfs.generated_from``, compared by ``--check``), nothing in front of the student; every
-region replaced, at the marker's indentation, by
+only when something changed. Then each student notebook is written: where it comes from is recorded
+in the notebook's metadata (``metadata.tfs.generated_from``, compared by ``--check``), nothing in
+front of the student; every region replaced, at the marker's indentation, by
 
         # Your Code Here
         raise NotImplementedError()
@@ -25,8 +25,8 @@ region replaced, at the marker's indentation, by
 all outputs and execution counts cleared (the student runs the notebook), the test suite's
 ``# NBVAL_*`` marker lines dropped (the student notebooks run under lax nbval anyway), the nbgrader
 metadata kept, and stable cell ids. Every file is written through a temporary file and a rename, so
-an interrupted run leaves no half-written notebook; a notebook that is not JSON is a one-line error. Regions must sit inside a function body, so that the pristine student
-notebook runs top to bottom.
+an interrupted run leaves no half-written notebook; a notebook that is not JSON is a one-line error.
+Regions must sit inside a function body, so that the pristine student notebook runs top to bottom.
 
 ``--check`` exits 1, naming the notebook and cell, when a solution notebook's nbgrader metadata
 differs from the registry's, when an exercise of the registry has no answer cell or check cell,

@@ -121,7 +121,8 @@ def _load_checkpoint(path: Path, fresh: torch.nn.Module) -> tuple[History | None
     extra = sorted(set(weights) - set(expected))
     if missing or extra:
         return None, tr("checkpoints:names_differ", "its tensors are not the model's (missing: {missing}; "
-                        "unexpected: {extra})", missing=", ".join(missing[:3]) or "-", extra=", ".join(extra[:3]) or "-")
+                        "unexpected: {extra})", missing=", ".join(missing[:3]) or "-",
+                        extra=", ".join(extra[:3]) or "-")
     for name, tensor in expected.items():
         if weights[name].shape != tensor.shape or weights[name].dtype != tensor.dtype:
             return None, tr("checkpoints:shape_differs", "tensor {name} has shape {got}, the model needs {expected}",

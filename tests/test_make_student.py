@@ -235,7 +235,8 @@ def test_the_command_line_reports_a_non_json_notebook_in_one_line(tmp_path):
     run = subprocess.run([sys.executable, "-m", "course_tools.make_student", str(tmp_path / "solutions"),
                           str(tmp_path / "notebooks")], capture_output=True, text=True, cwd=ROOT)
     assert run.returncode == 2 and "Traceback" not in run.stderr
-    assert run.stderr.strip() == f"error: {tmp_path / 'solutions' / '01_x.ipynb'}:1: not JSON (Expecting value, column 12)"
+    path = tmp_path / "solutions" / "01_x.ipynb"
+    assert run.stderr.strip() == f"error: {path}:1: not JSON (Expecting value, column 12)"
 
 
 def test_writes_go_through_a_temporary_file_and_a_rename(tmp_path, monkeypatch):
