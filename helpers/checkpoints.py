@@ -167,7 +167,7 @@ def train_or_load(config: TrainConfig, data: DateDataset, recipe: Recipe = REFER
         raise TypeError(f"data must be a helpers.DateDataset (from helpers.make_date_dataset), "
                         f"got {type(data).__name__}")
     if not isinstance(recipe, Recipe):
-        raise TypeError(f"recipe must be a helpers.training.Recipe, got {type(recipe).__name__}")
+        raise ValueError(f"recipe must be a helpers.training.Recipe, got {type(recipe).__name__}")  # as before
     device = device or default_device()
     path = checkpoint_path(config, data, recipe)
     retrain = retrain or os.environ.get("TFS_RETRAIN", "") not in ("", "0")

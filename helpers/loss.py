@@ -40,12 +40,12 @@ class LabelSmoothingLoss(nn.Module):
         if real.numel() and (int(real.min()) < 0 or int(real.max()) >= vocab_size):
             raise ValueError(f"target must hold token ids in [0, V={vocab_size}) (or pad_id={self.pad_id}), got ids "
                              f"from {int(target.min())} to {int(target.max())}")
-        target = target.masked_fill(target == self.pad_id, 0)  # a pad id outside [0, V) is gathered harmlessly
+        keep = target != self.pad_id  # (batch, L): the positions that count
+        target = target.masked_fill(~keep, 0)  # a pad id outside [0, V) is gathered harmlessly, then dropped
         log_probs = torch.log_softmax(logits.float(), dim=-1)  # (batch, L, V)
         nll = -log_probs.gather(-1, target.unsqueeze(-1)).squeeze(-1)  # (batch, L)
         uniform = -log_probs.mean(dim=-1)  # cross-entropy with the uniform distribution
         loss = (1.0 - self.smoothing) * nll + self.smoothing * uniform
-        keep = target != self.pad_id
         return loss[keep].sum() / keep.sum().clamp(min=1)
 
 

@@ -156,8 +156,8 @@ def test_an_interrupted_save_leaves_no_half_file(tiny_data, cache, clean, monkey
     assert list(cache.iterdir()) == []
 
 
-@pytest.mark.parametrize("argument", ["config", "data", "recipe"])
-def test_train_or_load_names_a_wrong_argument(tiny_data, argument):
+@pytest.mark.parametrize("argument, error", [("config", TypeError), ("data", TypeError), ("recipe", ValueError)])
+def test_train_or_load_names_a_wrong_argument(tiny_data, argument, error):
     arguments = {"config": TINY, "data": tiny_data, argument: "x"}
-    with pytest.raises(TypeError, match=f"^{argument} must be a helpers"):
+    with pytest.raises(error, match=f"^{argument} must be a helpers"):
         train_or_load(**arguments)
