@@ -104,7 +104,9 @@ class Piece:
 
 
 def notebook_pieces(path: Path) -> list[Piece]:
-    notebook = nbformat.read(path, as_version=4)
+    from course_tools.make_student import read_notebook
+
+    notebook = read_notebook(path)[1]
     pieces, seen = [], set()
     for index, cell in enumerate(notebook.cells):
         if not needs_translation(cell):
@@ -439,7 +441,9 @@ def validate_po_files(language: str, syntax_only: bool = False) -> None:
 def translated_solution(path: Path, language: str, existing: nbformat.NotebookNode | None) -> nbformat.NotebookNode:
     """The solution notebook at path in language: each piece replaced by its reviewed translation
     (missing or stale ones stay English), the outputs of existing kept for the cells whose source is unchanged."""
-    english = nbformat.read(path, as_version=4)
+    from course_tools.make_student import read_notebook
+
+    english = read_notebook(path)[1]
     notebook = copy.deepcopy(english)
     found = translations(language, path.stem)
     previous = {c.get("id"): c for c in existing.cells} if existing is not None else {}
@@ -466,13 +470,26 @@ def build(language: str, check: bool = False) -> int:
     nothing and report the notebooks whose cells differ from what the English and the .po files give.
     Every .po file is validated first (PoError, nothing written); every notebook is written through a
     temporary file and a rename."""
-    from course_tools.make_student import generate, render, write_atomic
+    from course_tools.make_student import generate, read_notebook, render, write_atomic
 
     validate_po_files(language)
     out_dir = ROOT / language / "solutions"
-    stale = []
+    stale, writes = [], []
     stems = edition(language)
     extra = sorted(p for p in out_dir.glob("*.ipynb") if p.stem not in stems)
+    for path in sorted((ROOT / "solutions").glob("*.ipynb")):  # everything is computed before anything is written
+        if path.stem not in stems:
+            continue
+        target = out_dir / path.name
+        existing = read_notebook(target)[1] if target.exists() else None
+        notebook = translated_solution(path, language, existing)
+        if existing is not None and _sources_of(existing) == _sources_of(notebook) \
+                and existing.metadata.get("tfs") == notebook.metadata["tfs"]:
+            continue
+        if check:
+            stale.append(target)
+        else:
+            writes.append((target, render(notebook)))
     for path in extra:  # a notebook that left the edition
         if check:
             stale.append(path)
@@ -480,19 +497,8 @@ def build(language: str, check: bool = False) -> int:
             path.unlink()
             (ROOT / language / "notebooks" / path.name).unlink(missing_ok=True)
             print(f"removed {path.relative_to(ROOT)}: not in i18n/{language}/EDITION")
-    for path in sorted((ROOT / "solutions").glob("*.ipynb")):
-        if path.stem not in stems:
-            continue
-        target = out_dir / path.name
-        existing = nbformat.read(target, as_version=4) if target.exists() else None
-        notebook = translated_solution(path, language, existing)
-        if existing is not None and _sources_of(existing) == _sources_of(notebook) \
-                and existing.metadata.get("tfs") == notebook.metadata["tfs"]:
-            continue
-        if check:
-            stale.append(target)
-            continue
-        write_atomic(target, render(notebook))
+    for target, text in writes:
+        write_atomic(target, text)
         print(f"wrote {target.relative_to(ROOT)} (run `make outputs-es` to store its outputs)")
     if not stems:
         return 1 if stale else 0

@@ -113,3 +113,13 @@ def test_the_strict_parser_reads_what_polib_reads():
         theirs = {e.msgctxt: (e.msgid, e.msgstr) for e in polib.pofile(str(path), wrapwidth=0) if not e.obsolete}
         theirs[None] = ours[None]  # the header entry
         assert ours == theirs, path.name
+
+
+def test_a_solution_notebook_that_is_not_json_is_one_line_and_leaves_es_untouched(root, capsys):
+    before = _snapshot(root)
+    path = root / "solutions" / "04_masking.ipynb"
+    path.write_text(path.read_text(encoding="utf-8")[:500], encoding="utf-8")
+    status, out = _run("build", capsys)
+    assert status == 2 and "Traceback" not in out.err
+    assert out.err.startswith(f"error: {path}:") and "not JSON" in out.err and len(out.err.splitlines()) == 1
+    assert _snapshot(root) == before
