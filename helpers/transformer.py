@@ -154,7 +154,8 @@ class DecoderLayer(nn.Module):
 
     def forward(self, x: torch.Tensor, memory: torch.Tensor, tgt_mask: torch.Tensor | None = None,
                 memory_mask: torch.Tensor | None = None) -> torch.Tensor:
-        _check_memory(x, memory)
+        three_d = isinstance(x, torch.Tensor) and x.dim() == 3
+        _check_memory(x.shape[0] if three_d else "batch", x.shape[-1] if three_d else "d_model", memory)
         if self.norm_first:
             h = self.norm1(x)
             x = x + self.dropout1(self.self_attn(h, h, h, tgt_mask))
@@ -167,10 +168,8 @@ class DecoderLayer(nn.Module):
         return x
 
 
-def _check_memory(x: torch.Tensor, memory: torch.Tensor) -> None:
-    """memory must be the encoder output for the same batch: (batch, L_src, d_model), batch and d_model of x."""
-    batch = x.shape[0] if isinstance(x, torch.Tensor) and x.dim() == 3 else "batch"
-    d_model = x.shape[-1] if isinstance(x, torch.Tensor) and x.dim() == 3 else "d_model"
+def _check_memory(batch: int | str, d_model: int | str, memory: torch.Tensor) -> None:
+    """memory must be the encoder output for the same batch: (batch, L_src, d_model)."""
     expected = f"(batch={batch}, L_src, d_model={d_model}) (the encoder output for the same batch)"
     tensor(memory, "memory", f"of shape {expected}")
     if memory.dim() != 3 or memory.shape[0] != batch or memory.shape[-1] != d_model:
@@ -323,13 +322,13 @@ class Transformer(nn.Module):
         """
         if tgt_mask is None:
             tgt_mask = self.make_tgt_mask(tgt)
-        _check_memory(self._ids(tgt, "tgt").new_empty(tgt.shape[0], 0, self.d_model, dtype=torch.float), memory)
         y = self.positional(self.tgt_embed(self._ids(tgt, "tgt")) * math.sqrt(self.d_model))
+        _check_memory(tgt.shape[0], self.d_model, memory)
         return self.generator(self.decoder(y, memory, tgt_mask, src_mask))
 
     def forward(self, src: torch.Tensor, tgt: torch.Tensor) -> torch.Tensor:
         src_mask = self.make_src_mask(src)
-        if self._ids(tgt, "tgt").shape[0] != src.shape[0]:
+        if isinstance(tgt, torch.Tensor) and tgt.dim() == 2 and tgt.shape[0] != src.shape[0]:
             raise ValueError(f"src and tgt must have the same batch size, got {src.shape[0]} and {tgt.shape[0]} "
                              f"(row i of tgt is the translation of row i of src)")
         return self.decode(tgt, self.encode(src, src_mask), src_mask, self.make_tgt_mask(tgt))
