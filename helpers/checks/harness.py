@@ -28,6 +28,7 @@ from __future__ import annotations
 
 import contextlib
 import functools
+import inspect
 import math
 import os
 import string
@@ -54,6 +55,13 @@ GENERIC_MISTAKES = {
     "wrong_shape": "{what} has shape {actual}, expected {expected}.{hint}",
     "not_finite": "{what} contains NaN or inf (first at index {index}).",
     "check_error": "the check could not run ({error}).",
+    "complex_values": "{what} holds complex numbers (for example {example}): the answer is real. Look for a "
+                      "square root or a power of a negative number, or a stray `j`.",
+    "not_numbers": "{what} holds {kind}, not numbers: return the numbers themselves (an array or a tensor of "
+                   "floats), not their text.",
+    "changed_input": "{call} changed its argument `{name}` in place: the caller's array is not the same after "
+                     "the call. Compute on a copy (or with operations that return new arrays, such as x - m "
+                     "instead of x -= m).",
     "used_off_limits": "{call} called `{name}`, which is off limits in this exercise: the point is to write it "
                        "yourself. Remove that call and compute the result with the operations the exercise describes.",
 }
@@ -274,6 +282,9 @@ def call(func: Any, *args: Any, **kwargs: Any) -> Any:
     """Call the student's function quietly; turn its stub or its crash into a readable message."""
     if not callable(func):
         raise generic("not_callable", kind=type(func).__name__)
+    declared = current_exercise()  # a check that names changed inputs itself keeps that job
+    own = declared is not None and bool({"changes_input", "modified_input"} & set(declared.mistakes))
+    snapshots = [] if own else _snapshots(func, args, kwargs)
     try:
         with warnings.catch_warnings(), np.errstate(all="ignore"), forbidden(current_exercise()):
             warnings.simplefilter("ignore")
@@ -281,7 +292,12 @@ def call(func: Any, *args: Any, **kwargs: Any) -> Any:
             tried = used()
         if tried:  # the student's code called something off limits, and caught the error it raised
             raise OffLimitsUsed(tried[0])
+        for name, value, before in snapshots:
+            if not _unchanged(value, before):
+                raise _ChangedInput(name)
         return result
+    except _ChangedInput as changed:
+        raise generic("changed_input", call=_call_label(func, args, kwargs), name=changed.name) from None
     except NotImplementedError:
         raise NotImplementedYet("replace `# Your Code Here` and `raise NotImplementedError()` "
                                 "with your code.") from None
@@ -300,6 +316,40 @@ def call(func: Any, *args: Any, **kwargs: Any) -> Any:
                      else tr("harness:at_line", " (at line {line})", line=frame.lineno))
         raise generic("raised_error", call=_call_label(func, args, kwargs), error=f"{type(error).__name__}: {error}",
                       where=where) from None
+
+
+class _ChangedInput(Exception):
+    def __init__(self, name: str):
+        super().__init__(name)
+        self.name = name
+
+
+def _snapshots(func: Any, args: tuple, kwargs: dict) -> list[tuple[str, Any, Any]]:
+    """(argument name, the array or tensor passed, a copy of it) for each array or tensor argument."""
+    try:
+        names = list(inspect.signature(func).parameters)
+    except (TypeError, ValueError):
+        names = []
+    found = []
+    for index, value in list(enumerate(args)) + list(kwargs.items()):
+        name = index if isinstance(index, str) else (names[index] if index < len(names) else f"argument {index + 1}")
+        if isinstance(value, np.ndarray):
+            found.append((name, value, value.copy()))
+        elif hasattr(value, "detach") and hasattr(value, "clone") and getattr(value, "device", None) is not None:
+            if str(value.device) != "meta":
+                found.append((name, value, value.detach().clone()))
+    return found
+
+
+def _unchanged(value: Any, before: Any) -> bool:
+    if isinstance(value, np.ndarray):
+        return value.shape == before.shape and np.array_equal(value, before, equal_nan=value.dtype.kind in "fc")
+    now = value.detach()
+    if now.shape != before.shape:
+        return False
+    if now.is_floating_point() or now.is_complex():
+        return bool(((now == before) | (now.isnan() & before.isnan())).all())
+    return bool((now == before).all())
 
 
 def _call_label(func: Any, args: tuple, kwargs: dict) -> str:
@@ -324,7 +374,23 @@ def as_numpy(value: Any, what: str, dtype: Any = None, kind: str | None = None) 
     if value is None:
         raise generic("returned_none", what=what)
     if hasattr(value, "detach") and hasattr(value, "cpu"):  # a torch tensor
-        value = value.detach().cpu().numpy()
+        value = value.detach().cpu()
+        value = value.resolve_conj().numpy() if value.is_complex() else value.numpy()
+    if dtype is not None and np.dtype(dtype).kind == "f":  # numbers expected: no silent complex or text
+        try:
+            raw = np.asarray(value)
+        except Exception:  # noqa: BLE001 - ragged lists: the conversion below explains
+            raw = None
+        if raw is not None:
+            if raw.dtype.kind == "c" or (raw.dtype.kind == "O" and any(isinstance(v, complex) for v in raw.flat)):
+                flat = raw.reshape(-1)
+                example = next((v for v in flat if complex(v).imag != 0), flat[0] if flat.size else 0j)
+                raise generic("complex_values", what=what, example=f"{complex(example):.4g}")
+            text = raw.dtype.kind == "O" and any(isinstance(v, (str, bytes)) for v in raw.flat)
+            if raw.dtype.kind in "USb" or text:
+                kinds = {"U": tr("harness:strings", "strings"), "S": tr("harness:bytes", "bytes"),
+                         "b": tr("harness:booleans", "booleans (True/False)")}
+                raise generic("not_numbers", what=what, kind=kinds.get(raw.dtype.kind) or kinds["U"])
     try:
         with warnings.catch_warnings():
             warnings.simplefilter("ignore")
@@ -365,9 +431,10 @@ def expect_finite(array: np.ndarray, what: str) -> None:
         raise generic("not_finite", what=what, index=tuple(int(i) for i in bad))
 
 
-def same(actual: Any, expected: Any, atol: float = 1e-6) -> bool:
+def same(actual: Any, expected: Any, atol: float = 1e-5) -> bool:
     """True when two arrays (or two (output, weights) pairs) have the same shapes and agree to
-    float32-level tolerance. NaN equals NaN, so a known wrong answer that gives NaN is recognised."""
+    float32-level tolerance (an answer computed in float32, torch's default, is right). NaN equals NaN,
+    so a known wrong answer that gives NaN is recognised."""
     if isinstance(expected, tuple):
         return (isinstance(actual, tuple) and len(actual) == len(expected)
                 and all(same(a, e, atol) for a, e in zip(actual, expected)))
@@ -386,12 +453,22 @@ def match_known(actual: Any, wrong_answers: dict[Any, Any]) -> None:
             raise key if isinstance(key, Known) else Known(key)
 
 
+def distinct(actual: float, expected: float) -> tuple[str, str]:
+    """Two numbers written with just enough digits to look different (never "0.821856" against "0.821856")."""
+    for digits in range(6, 18):
+        a, b = f"{actual:.{digits}g}", f"{expected:.{digits}g}"
+        if a != b:
+            return a, b
+    return repr(float(actual)), repr(float(expected))
+
+
 def first_difference(actual: np.ndarray, expected: np.ndarray) -> str:
     """Describe the entry where two same-shaped arrays differ most."""
     diff = np.nan_to_num(np.abs(actual - expected), nan=np.inf)
     index = tuple(int(i) for i in np.unravel_index(int(np.argmax(diff)), diff.shape))
-    return tr("harness:first_difference", "at index {index} you have {actual:.6g}, the reference has {expected:.6g}",
-              index=index, actual=actual[index], expected=expected[index])
+    got, want = distinct(actual[index], expected[index])
+    return tr("harness:first_difference", "at index {index} you have {actual}, the reference has {expected}",
+              index=index, actual=got, expected=want)
 
 
 def compare(actual: np.ndarray, expected: np.ndarray, wrong_answers: dict[str, Any], what: str) -> None:
@@ -410,6 +487,6 @@ def is_close(a: float, b: float, tol: float = 1e-6) -> bool:
 
 
 __all__ = ["CheckFailed", "EXERCISES", "Exercise", "FAIL", "GENERIC_MISTAKES", "Known", "Mistake", "NotImplementedYet",
-           "PASS", "SYMBOLS", "TODO", "Verdict", "as_numpy", "call", "compare", "current_exercise", "exercise",
-           "exercises_in", "expect_finite", "expect_shape", "first_difference", "generic", "hint_fields", "is_close",
-           "match_known", "output_and_weights", "same", "silenced", "to_array"]
+           "PASS", "SYMBOLS", "TODO", "Verdict", "as_numpy", "call", "compare", "current_exercise", "distinct",
+           "exercise", "exercises_in", "expect_finite", "expect_shape", "first_difference", "generic", "hint_fields",
+           "is_close", "match_known", "output_and_weights", "same", "silenced", "to_array"]
