@@ -29,15 +29,15 @@ MODULE_MISTAKES = {
                           "__init__ (w_q, w_k, w_v, w_o and dropout) and write only forward.",
     "returned_tuple": "forward returned a {kind}; it must return only the output (batch, L_q, d_model), as "
                       "helpers.MultiHeadAttention does, and keep the weights in self.attention_weights.",
-    "no_scaling": "the scores are not scaled: divide q @ k^T by sqrt(d_k) = {sqrt_d_k}, d_k = d_model / h.",
+    "no_scaling": "the scores are not scaled: divide the scores by sqrt(d_k) = {sqrt_d_k}, with d_k = d_model / h.",
     "scaled_by_sqrt_d_model": "you scaled by sqrt(d_model) = {sqrt_d_model}: each head uses its own "
                               "d_k = d_model / h = {d_k}, so the scale is 1 / sqrt(d_k).",
     "mask_inverted": "the mask is inverted: in this course True = may attend, so the scores to fill are those "
-                     "where the mask is False (`~mask`), unlike nn.MultiheadAttention's masks.",
+                     "where the mask is False, unlike nn.MultiheadAttention's masks (True = blocked).",
     "mask_ignored": "you ignored the mask: fill the scores where it is False before the softmax (it broadcasts "
                     "over the heads).",
     "softmax_wrong_axis": "the softmax runs over the wrong axis: each query's weights over the keys must sum "
-                          "to 1, so normalise over the last axis (dim=-1, the L_k axis).",
+                          "to 1, so normalise over the last axis (the L_k axis).",
     "split_without_transpose": "you split the heads with a view or reshape straight to (batch, h, L, d_k): that "
                                "silently mixes positions across heads. Reshape to (batch, L, h, d_k), then "
                                "exchange the L and h axes.",
@@ -47,8 +47,8 @@ MODULE_MISTAKES = {
     "no_output_projection": "you returned the concatenated heads without the output projection: pass them "
                             "through self.w_o.",
     "fully_masked_nan": "a query whose keys are all masked gives NaN: filling with -inf makes its softmax 0/0. "
-                        "Fill with a large finite negative number (torch.finfo(scores.dtype).min), then set the "
-                        "weights of the masked keys to zero.",
+                        "Fill with a large finite negative number (the most negative float of the scores' dtype), "
+                        "then set the weights of the masked keys to zero.",
     "fully_masked_uniform": "a query whose keys are all masked gets uniform weights (an average of every value) "
                             "instead of zeros: after the softmax, set the weights of the masked keys to zero.",
     "dropout_missing": "in training mode your output equals the output without dropout: apply self.dropout to the "
@@ -60,7 +60,7 @@ MODULE_MISTAKES = {
     "weights_after_dropout": "self.attention_weights holds the weights after dropout: store them before "
                              "dropout, as the plots expect.",
     "weights_not_detached": "self.attention_weights is still attached to the autograd graph: store "
-                            "weights.detach(), so that keeping them for the plots does not keep the graph alive.",
+                            "them detached, so that keeping them for the plots does not keep the graph alive.",
     "gradient_blocked": "no gradient reaches {name}: something in forward cuts the graph (.detach(), .data, "
                         "numpy, or torch.no_grad()).",
     "input_modified": "forward changed its input `{name}` in place; use out-of-place operations "
