@@ -29,7 +29,7 @@ MODULE_MISTAKES = {
                           "__init__ (w_q, w_k, w_v, w_o and dropout) and write only forward.",
     "returned_tuple": "forward returned a {kind}; it must return only the output (batch, L_q, d_model), as "
                       "helpers.MultiHeadAttention does, and keep the weights in self.attention_weights.",
-    "no_scaling": "the scores are not scaled: divide the scores by sqrt(d_k) = {sqrt_d_k}, with d_k = d_model / h.",
+    "no_scaling": "the scores are not scaled: divide them by sqrt(d_k) = {sqrt_d_k}, with d_k = d_model / h.",
     "scaled_by_sqrt_d_model": "you scaled by sqrt(d_model) = {sqrt_d_model}: each head uses its own "
                               "d_k = d_model / h = {d_k}, so the scale is 1 / sqrt(d_k).",
     "mask_inverted": "the mask is inverted: in this course True = may attend, so the scores to fill are those "
