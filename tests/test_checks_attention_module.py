@@ -157,3 +157,16 @@ def test_the_solution_can_replace_the_reference_in_a_layer():
     torch.testing.assert_close(mine.self_attn.attention_weights, layer.self_attn.attention_weights)
     for name in ("d_model", "num_heads", "d_k", "w_q", "w_k", "w_v", "w_o", "dropout"):
         assert hasattr(mine.self_attn, name), name
+
+
+def test_a_crash_in_backward_is_one_line():
+    wrong = changed("heads = self.dropout(weights) @ v", "heads = self.dropout(weights) @ v\n        weights.mul_(1)")
+    verdict = run(wrong)
+    assert verdict.mistake == "raised_error" and "backward" in verdict.message, verdict
+
+
+@pytest.mark.parametrize("returned", ["None", "concat.detach().numpy()", "[1, 2]", "torch.tensor(0.0)",
+                                      "self.w_o(concat) * float('nan')", "'output'"])
+def test_any_return_value_gets_a_verdict(returned):
+    verdict = run(changed("return self.w_o(concat)", f"return {returned}"))
+    assert not verdict and verdict.status == "fail", verdict
