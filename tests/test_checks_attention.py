@@ -635,8 +635,8 @@ def test_a_function_that_changes_its_input_is_told_so(capsys):
 
 def test_exercises_are_registered():
     assert [e.name for e in exercises_in("02_attention")] == ["softmax", "scaled_dot_product_attention"]
-    assert [e.name for e in exercises_in("03_multi_head_attention")] == ["split_heads", "combine_heads",
-                                                                        "multi_head_attention"]
+    assert [e.name for e in exercises_in("03_multi_head_attention")] == [
+        "split_heads", "combine_heads", "multi_head_attention", "multi_head_attention_module"]
     assert [e.name for e in exercises_in("04_masking")] == ["causal_mask", "padding_mask", "masked_softmax"]
     for check, _ in ALL:
         assert EXERCISES[check.exercise.name].check is check

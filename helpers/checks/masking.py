@@ -61,7 +61,8 @@ def wrong_causal_masks(size: int) -> dict:
 
 
 @exercise("causal_mask", notebook="04_masking", defines="causal_mask",
-          off_limits=("helpers.masking.causal_mask", "helpers.masking.causal_mask_torch"),
+          off_limits=("helpers.masking.causal_mask", "helpers.masking.causal_mask_torch",
+                      "helpers.masking.decoder_mask"),
           success="correct! Lower triangle including the diagonal: no query sees its future.",
           mistakes=CAUSAL_MISTAKES)
 def check_causal_mask(causal_fn: Callable) -> str:
@@ -108,7 +109,7 @@ PADDING_MISTAKES = {
 
 
 @exercise("padding_mask", notebook="04_masking", defines="padding_mask",
-          off_limits=("helpers.masking.padding_mask",),
+          off_limits=("helpers.masking.padding_mask", "helpers.masking.decoder_mask"),
           success="correct! True for real tokens, False for padding, shape (batch, 1, 1, L).",
           mistakes=PADDING_MISTAKES)
 def check_padding_mask(padding_fn: Callable) -> str:
@@ -197,7 +198,8 @@ def wrong_masked_softmaxes(scores: np.ndarray, mask: np.ndarray) -> dict:
 
 
 @exercise("masked_softmax", notebook="04_masking", defines="masked_softmax",
-          off_limits=("helpers.attention.masked_softmax",),
+          off_limits=("helpers.attention.masked_softmax",
+                      "helpers.attention.scaled_dot_product_attention"),
           success="correct! Blocked keys get exactly 0, fully masked rows are all zeros, no NaN.",
           mistakes=MASKED_SOFTMAX_MISTAKES)
 def check_masked_softmax(masked_softmax_fn: Callable) -> str:
