@@ -26,6 +26,7 @@ from typing import Callable, Iterable, Sequence
 
 import torch
 
+from .i18n import tr
 from .validation import pairs as _pairs
 from .validation import positive_int
 from .validation import texts as _texts
@@ -215,8 +216,9 @@ class DateDataset:
         return h.hexdigest()[:16]
 
     def __repr__(self) -> str:
-        return (f"DateDataset(seed={self.seed}, train={len(self.train)} pairs, "
-                f"valid={len(self.valid)} pairs, test={len(self.test)} pairs)")
+        return tr("dates:dataset_repr", "DateDataset(seed={seed}, train={train} pairs, valid={valid} pairs, "
+                  "test={test} pairs)", seed=self.seed, train=len(self.train), valid=len(self.valid),
+                  test=len(self.test))
 
 
 def make_date_dataset(n_train: int = 60_000, n_valid: int = 1_000, n_test: int = 2_000,
