@@ -81,7 +81,8 @@ class TrainResult:
                       "threads); saved to {path}.", steps=len(h.loss), seconds=h.seconds, device=h.device,
                       threads=h.threads, path=self.path)
         return tr("checkpoints:loaded", "Loaded the trained weights from {path} (training took {seconds:.0f} s on "
-                  "{device}). Set RETRAIN = True in this cell to train again.", path=self.path, seconds=h.seconds, device=h.device)
+                  "{device}). Set RETRAIN = True in this cell to train again.", path=self.path, seconds=h.seconds,
+                  device=h.device)
 
 
 def weights_sha256(state_dict: dict) -> str:
