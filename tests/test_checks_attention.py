@@ -525,7 +525,15 @@ def masked_small_fill(scores, mask):  # exp(-100) is tiny but not zero
     return np.where(np.broadcast_to(mask, scores.shape).any(axis=-1, keepdims=True), weights, 0.0)
 
 
+def masked_unshifted(scores, mask):  # no maximum subtracted: right on small scores, inf / inf on large ones
+    full = np.broadcast_to(mask, scores.shape)
+    e = np.where(full, np.exp(scores), 0.0)
+    total = e.sum(axis=-1, keepdims=True)
+    return np.divide(e, total, out=np.zeros_like(e), where=total > 0)
+
+
 MASKED_SOFTMAX_WRONG = [
+    (masked_unshifted, "overflows"),
     (masked_nan_rows, "nan_on_empty_rows"),
     (masked_uniform_rows, "uniform_on_empty_rows"),
     (masked_inverted, "inverted"),

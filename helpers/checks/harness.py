@@ -283,7 +283,7 @@ def call(func: Any, *args: Any, **kwargs: Any) -> Any:
     if not callable(func):
         raise generic("not_callable", kind=type(func).__name__)
     declared = current_exercise()  # a check that names changed inputs itself keeps that job
-    own = declared is not None and bool({"changes_input", "modified_input"} & set(declared.mistakes))
+    own = declared is not None and bool({"changes_input", "modified_input", "input_modified"} & set(declared.mistakes))
     snapshots = [] if own else _snapshots(func, args, kwargs)
     try:
         with warnings.catch_warnings(), np.errstate(all="ignore"), forbidden(current_exercise()):
