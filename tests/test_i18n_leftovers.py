@@ -60,3 +60,12 @@ def test_numbers_follow_the_edition():
     assert number(512, in_language="es") == "512"
     with pytest.raises(ValueError, match="decimals"):
         number(1.0, -1)
+
+
+@pytest.mark.parametrize("notebook", sorted(p.name for p in (ROOT / "es" / "solutions").glob("*.ipynb")))
+def test_spanish_outputs_group_thousands_the_spanish_way(notebook):
+    """No "63,119,496" in the Spanish edition: numbers go through helpers.number ("63 119 496")."""
+    english_grouping = re.compile(r"\b\d{1,3}(?:,\d{3})+\b")
+    found = [(cell, english_grouping.search(text).group()) for name, cell, text in spanish_outputs()
+             if name == notebook and english_grouping.search(text)]
+    assert not found, found[:5]
