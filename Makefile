@@ -8,6 +8,11 @@ VENV   := .venv
 PY     := $(VENV)/bin/python
 STAMP  := $(VENV)/.installed
 LAB_OVERRIDES := $(VENV)/share/jupyter/lab/settings/overrides.json
+# Which JupyterLab interface the environment shows: course_tools/jupyter/ (students: nbgrader's lab and
+# server extensions off) or course_tools/jupyter/instructor/ (make lab-instructor: nbgrader's menus on).
+JUPYTER_ETC := $(VENV)/etc/jupyter
+use_lab_settings = mkdir -p $(JUPYTER_ETC)/labconfig && cp $(1)/jupyter_server_config.json $(JUPYTER_ETC)/ \
+	&& cp $(1)/page_config.json $(JUPYTER_ETC)/labconfig/
 
 # Every recipe line runs in bash with pipefail, so a failing pip is never hidden behind a filter.
 SHELL := /bin/bash
@@ -28,16 +33,17 @@ NBVAL := --nbval-current-env --nbval-sanitize-with tests/nbval_sanitize.cfg
 # pip's notes about the machine's extra package folders are noise; everything else it says is shown.
 QUIET_PIP := { grep -v "is ignored" || true; }
 
-.PHONY: setup lab lab-es test lint unit unit-nbgrader unit-others nbval-solutions nbval-notebooks student-notebooks check-student-notebooks \
+.PHONY: setup lab lab-es lab-instructor test lint unit unit-nbgrader unit-others browser nbval-solutions nbval-notebooks student-notebooks check-student-notebooks \
         outputs translations outputs-es check-translations review-translations grade versions benchmark clean
 
 setup: $(STAMP) $(LAB_OVERRIDES)
+	@$(call use_lab_settings,course_tools/jupyter)
 
 $(STAMP): requirements.txt pyproject.toml
 	$(PYTHON) -m venv $(VENV)
 	$(PY) -m pip install --quiet --upgrade pip 2>&1 | $(QUIET_PIP)
 	$(PY) -m pip install --quiet -r requirements.txt 2>&1 | $(QUIET_PIP)
-	$(PY) -m pip install --quiet --no-deps -e . 2>&1 | $(QUIET_PIP)
+	PYTHONWARNINGS="ignore:Editable installation" $(PY) -m pip install --quiet --no-deps -e . 2>&1 | $(QUIET_PIP)
 	$(PY) -c "import torch, numpy, matplotlib, nbval, nbgrader, helpers, course_tools"
 	mkdir -p $(MPLCONFIGDIR) && $(PY) -c "import matplotlib.pyplot"   # build the font cache once
 	touch $(STAMP)
@@ -49,17 +55,23 @@ $(LAB_OVERRIDES): course_tools/jupyterlab-overrides.json $(STAMP)
 lab: setup
 	$(VENV)/bin/jupyter lab --notebook-dir=. $(ROOT_FLAG) notebooks/01_positional_encoding.ipynb
 
+# For instructors: JupyterLab with nbgrader's menus and formgrader (the next make setup, lab or test
+# switches them off again). Run it where your nbgrader course folder is.
+lab-instructor: setup
+	@$(call use_lab_settings,course_tools/jupyter/instructor)
+	$(VENV)/bin/jupyter lab --notebook-dir=. $(ROOT_FLAG)
+
 # The Spanish edition (README.es.md): the same course, opened at es/notebooks/.
 lab-es: setup
 	$(VENV)/bin/jupyter lab --notebook-dir=. $(ROOT_FLAG) es/notebooks/01_positional_encoding.ipynb
 
-# Two pairs of independent runs, each pair side by side (make -j2): the nbgrader course and the other
-# unit tests, then the strict and the lax nbval runs. On a 2-core machine a pair takes 60-80% of the
-# time it takes one after the other (the CI section of README.md has the measurements).
+# Five independent runs, two at a time (make -j2, in an order that packs them well): the unit tests, the
+# nbgrader course, strict nbval on the solutions, the browser test, lax nbval on the student notebooks. On a 2-core machine
+# this takes 60-80% of the time they take one after the other (README.md, CI, has the measurements).
 test: setup
 	$(MAKE) --no-print-directory lint
-	$(MAKE) --no-print-directory -j2 --output-sync=target unit-nbgrader unit-others
-	$(MAKE) --no-print-directory -j2 --output-sync=target nbval-solutions nbval-notebooks
+	$(MAKE) --no-print-directory -j2 --output-sync=target unit-others unit-nbgrader nbval-solutions browser \
+		nbval-notebooks
 
 lint: setup
 	$(VENV)/bin/ruff check helpers course_tools tests benchmarks
@@ -71,13 +83,23 @@ unit-nbgrader: setup
 	$(PY) -m pytest tests/test_nbgrader.py -q -p no:cacheprovider
 
 unit-others: setup
-	$(PY) -m pytest tests -q -p no:cacheprovider --ignore=tests/test_nbgrader.py --durations=10
+	$(PY) -m pytest tests -q -p no:cacheprovider --ignore=tests/test_nbgrader.py --ignore=tests/test_browser.py \
+		--durations=10
+
+# The course in JupyterLab, in a real headless Chromium (skipped, with the reason, where Chromium is missing).
+browser: setup
+	$(PY) -m pytest tests/test_browser.py -q -p no:cacheprovider -rs
 
 nbval-solutions: setup
 	$(PY) -m pytest $(NBVAL) --nbval solutions es/solutions -q
 
+# Every pristine student notebook runs top to bottom without error. Where Chromium is installed, the browser
+# test runs the English ones and notebook 01 of every edition from JupyterLab's Run menu, which checks that
+# and more, so lax nbval runs only the other editions' notebooks.
+BROWSER_HERE := $(and $(wildcard /usr/bin/chromium),$(wildcard /usr/bin/chromedriver))
+LAX_NOTEBOOKS := $(if $(BROWSER_HERE),es/notebooks,notebooks es/notebooks)
 nbval-notebooks: setup
-	$(PY) -m pytest $(NBVAL) --nbval-lax notebooks es/notebooks -q
+	$(PY) -m pytest $(NBVAL) --nbval-lax $(LAX_NOTEBOOKS) -q
 
 # Stamp the nbgrader metadata (from the exercise registry) into solutions/, then regenerate notebooks/.
 student-notebooks: setup

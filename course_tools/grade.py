@@ -5,16 +5,23 @@
     python -m course_tools.grade submissions/alice/ submissions/bob/ --csv grades.csv
 
 Each argument is a notebook or a folder (every ``*.ipynb`` in it, recursively, sorted; checkpoint
-copies in ``.ipynb_checkpoints`` are skipped). The exercises a notebook must contain come from the
-exercise registry (``helpers.checks.EXERCISES``): its file name must contain the course notebook's
-stem, e.g. ``alice_01_positional_encoding.ipynb``.
+copies in ``.ipynb_checkpoints`` are skipped). Which course notebook a file is comes from its name
+(e.g. ``alice_01_positional_encoding.ipynb``), or else from the checks its cells call; a file that
+is neither is reported as an error, never graded 0/0. Its exercises come from the exercise registry
+(``helpers.checks.EXERCISES``).
 
 Each notebook is executed top to bottom in a fresh kernel, down to its last check cell (the last
 code cell that calls a check of the registry, such as ``check_create_position_matrix(``): the
 cells after it cannot change a grade, so they are not run. Errors do not stop the run; a cell
-running longer than --timeout seconds is interrupted, and the next cells still run. Every check cell
-reports its exercise as ``pass``, ``fail`` (with a mistake code when the check recognised the
-mistake) or ``todo``. An exercise whose check never ran is a ``fail`` with code ``check_not_run``.
+running longer than --timeout seconds is interrupted, and the next cells still run.
+
+The grade does not come from that kernel: a student's cell could write or patch anything there.
+Each exercise's verdict is computed in a second, fresh interpreter that loads only the notebook's
+imports and ``def``/``class`` statements and calls the registry's check (course_tools/verdicts.py).
+An exercise is ``pass``, ``fail`` (with a mistake code when the check recognised the mistake) or
+``todo``; it fails with ``check_not_run`` when its check cell is missing, ``kernel_died`` or
+``timed_out`` when the kernel died or a cell timed out before its check cell ran, and
+``tampering`` when the answer reaches into the checking code.
 
 --json prints, for one notebook file, one object
     {"notebook": path, "exercises": [{"name", "status", "mistake", "message"}], "passed": N, "total": M}
@@ -23,7 +30,9 @@ reported as {"notebook": path, "error": why}.
 
 --csv FILE writes one row per notebook and exercise (student_file, notebook, exercise, status,
 mistake), then prints how often each mistake occurred: on stdout after the reports, or on stderr
-with --json (stdout stays JSON).
+with --json (stdout stays JSON). --report FILE.html writes a self-contained page for instructors
+(course_tools/report.py). Both are checked before any grading starts and written whole (through a
+temporary file) or not at all.
 
 Exit status: 0 when every exercise of every notebook passes, 1 otherwise, 2 when a notebook
 cannot be read (the others are still graded).
@@ -32,17 +41,22 @@ cannot be read (the others are still graded).
 from __future__ import annotations
 
 import argparse
+import ast
 import copy
 import csv
+import io
 import json
 import os
 import re
+import subprocess
 import sys
 import tempfile
-from concurrent.futures import ThreadPoolExecutor
+import time
 from collections import Counter
+from concurrent.futures import ThreadPoolExecutor
+from dataclasses import dataclass, field
 from pathlib import Path
-from typing import Iterable, TextIO
+from typing import Any, Iterable, TextIO
 
 import nbformat
 from nbclient import NotebookClient
@@ -50,11 +64,35 @@ from nbclient.exceptions import CellTimeoutError, DeadKernelError
 
 from helpers.checks import EXERCISES, exercises_in
 from helpers.checks.harness import FAIL, PASS, SYMBOLS
+from helpers.i18n import tr
 
-NOT_RUN = "its check cell did not run: it was deleted, or the cell failed before the check was called."
+from .verdicts import notebook_language
+
 NOT_RUN_CODE = "check_not_run"
 CSV_COLUMNS = ["student_file", "notebook", "exercise", "status", "mistake"]
 ERROR = "error"  # the status of a CSV row for a notebook that could not be read
+
+
+# ---------------------------------------------------------------------------------------- reading
+def read_notebook(path: Path) -> nbformat.NotebookNode:
+    """The notebook at path; a ValueError with one line when it cannot be read or is not a notebook."""
+    try:
+        text = path.read_text(encoding="utf-8")
+    except (OSError, UnicodeDecodeError) as error:
+        raise ValueError(f"cannot read {path}: {error}") from None
+    try:
+        data = json.loads(text)
+    except ValueError as error:
+        raise ValueError(f"cannot read {path}: not JSON ({error})") from None
+    cells = data.get("cells") if isinstance(data, dict) else None
+    if not isinstance(cells, list) or not all(
+            isinstance(c, dict) and c.get("cell_type") in {"code", "markdown", "raw"}
+            and isinstance(c.get("source", ""), (str, list)) for c in cells):
+        raise ValueError(f"cannot read {path}: it is JSON but not a Jupyter notebook (no list of cells)")
+    try:
+        return nbformat.reads(text, as_version=4)
+    except Exception as error:  # noqa: BLE001 - nbformat's own complaints about an odd file
+        raise ValueError(f"cannot read {path}: not a Jupyter notebook of format 4 ({type(error).__name__})") from None
 
 
 # ---------------------------------------------------------------------------------------- finding
@@ -83,9 +121,45 @@ def find_notebooks(paths: Iterable[Path]) -> list[tuple[Path, str | None]]:
     return found
 
 
-# ---------------------------------------------------------------------------------------- grading
-CHECK_CALL = re.compile(r"\b(?:" + "|".join(sorted({re.escape(e.check_name) for e in EXERCISES.values()}))
-                        + r")\s*\(")
+# ---------------------------------------------------------------------------------------- check cells
+CHECK_NAMES = {e.check_name: e.name for e in EXERCISES.values()}  # check function -> exercise
+CHECK_CALL = re.compile(r"\b(?:" + "|".join(sorted(re.escape(name) for name in CHECK_NAMES)) + r")\s*\(")
+
+
+def _called_checks(source: str) -> list[str]:
+    """The exercises whose check a cell really calls (comments and strings aside), in order."""
+    lines = "\n".join("" if line.lstrip().startswith(("%", "!")) else line for line in source.splitlines())
+    try:
+        tree = ast.parse(lines)
+    except SyntaxError:
+        return []
+    called = []
+    for node in ast.walk(tree):
+        if isinstance(node, ast.Call):
+            func = node.func
+            name = func.id if isinstance(func, ast.Name) else func.attr if isinstance(func, ast.Attribute) else None
+            if name in CHECK_NAMES and CHECK_NAMES[name] not in called:
+                called.append(CHECK_NAMES[name])
+    return called
+
+
+def check_cells(notebook: nbformat.NotebookNode) -> dict[str, list[int]]:
+    """{exercise: the indices of the code cells that call its check}."""
+    cells: dict[str, list[int]] = {}
+    for index, cell in enumerate(notebook.cells):
+        if cell.cell_type == "code":
+            for name in _called_checks(cell.source):
+                cells.setdefault(name, []).append(index)
+    return cells
+
+
+def identify(path: Path, notebook: nbformat.NotebookNode) -> str | None:
+    """The course notebook a file is: by its name, else by the checks its cells call (the most of one notebook)."""
+    stem = course_notebook(path)
+    if stem:
+        return stem
+    counts = Counter(EXERCISES[name].notebook for name in check_cells(notebook))
+    return counts.most_common(1)[0][0] if counts else None
 
 
 def through_last_check(notebook: nbformat.NotebookNode) -> nbformat.NotebookNode:
@@ -102,48 +176,119 @@ def through_last_check(notebook: nbformat.NotebookNode) -> nbformat.NotebookNode
     return trimmed
 
 
-def execute(notebook: nbformat.NotebookNode, workdir: Path, timeout: int) -> list[dict]:
-    """Run the notebook in a fresh kernel whose checks log to a temporary file; return the logged verdicts."""
-    with tempfile.TemporaryDirectory() as tmp:
-        log = Path(tmp) / "checks.jsonl"
-        log.touch()
-        client = NotebookClient(
-            notebook,
-            timeout=timeout,
-            interrupt_on_timeout=True,
-            allow_errors=True,
-            kernel_name="python3",
-            extra_arguments=["--log-level=ERROR"],  # not the kernel's own notes (TCP without encryption, ...)
-            resources={"metadata": {"path": str(workdir)}},
-        )
-        try:
-            client.execute(env={**os.environ, "HELPERS_GRADE_LOG": str(log)})  # only the kernel sees the log
-        except (DeadKernelError, CellTimeoutError):  # the kernel died, or ignored the interrupt: grade what was logged
-            pass
-        records = []
-        for line in log.read_text(encoding="utf-8").splitlines():
-            try:
-                records.append(json.loads(line))
-            except ValueError:  # a torn or foreign line: the verdicts around it still count
-                continue
-        return [r for r in records if isinstance(r, dict) and "name" in r and "status" in r]
+# ---------------------------------------------------------------------------------------- running
+@dataclass
+class Run:
+    """What happened when the notebook ran in its kernel: which cells ran, and where it stopped."""
+
+    executed: set[int] = field(default_factory=set)  # indices of the code cells that ran to the end
+    timed_out: set[int] = field(default_factory=set)  # cells interrupted after --timeout seconds
+    died_at: int | None = None  # the cell during which the kernel died
+
+
+def execute(notebook: nbformat.NotebookNode, workdir: Path, timeout: int) -> Run:
+    """Run the notebook top to bottom in a fresh kernel (errors do not stop it); say which cells ran."""
+    run, started, took = Run(), {}, {}
+
+    def on_start(cell: Any, cell_index: int, **_: Any) -> None:
+        started[cell_index] = time.monotonic()
+
+    def on_complete(cell: Any, cell_index: int, **_: Any) -> None:
+        run.executed.add(cell_index)
+        took[cell_index] = time.monotonic() - started.get(cell_index, time.monotonic())
+
+    client = NotebookClient(
+        notebook,
+        timeout=timeout,
+        interrupt_on_timeout=True,
+        allow_errors=True,
+        kernel_name="python3",
+        extra_arguments=["--log-level=ERROR"],  # not the kernel's own notes (TCP without encryption, ...)
+        resources={"metadata": {"path": str(workdir)}},
+        on_cell_start=on_start,
+        on_cell_executed=on_complete,
+    )
+    try:
+        client.execute()
+    except DeadKernelError:
+        unfinished = [i for i in started if i not in run.executed]
+        run.died_at = max(unfinished) if unfinished else (max(started) if started else 0)
+    except CellTimeoutError:  # the kernel ignored the interrupt
+        unfinished = [i for i in started if i not in run.executed]
+        if unfinished:
+            run.timed_out.add(max(unfinished))
+            run.died_at = max(unfinished)
+    for index, seconds in took.items():  # interrupted after --timeout seconds (the outputs are complete now)
+        outputs = notebook.cells[index].get("outputs", [])
+        if seconds >= timeout * 0.9 and any(o.get("output_type") == "error" and o.get("ename") == "KeyboardInterrupt"
+                                            for o in outputs):
+            run.timed_out.add(index)
+    return run
+
+
+def fresh_verdicts(path: Path, names: list[str], timeout: int) -> dict[str, dict]:
+    """{exercise: verdict dict}, computed in a new interpreter from the notebook's definitions alone
+    (course_tools.verdicts): its last line of output is the JSON list."""
+    if not names:
+        return {}
+    command = [sys.executable, "-m", "course_tools.verdicts", str(path), *names, "--timeout", str(timeout)]
+    try:
+        done = subprocess.run(command, capture_output=True, text=True, timeout=timeout * len(names) + 120,
+                              env={**os.environ, "PYTHONUNBUFFERED": "1"}, stdin=subprocess.DEVNULL)
+        lines = done.stdout.strip().splitlines()
+        results = json.loads(lines[-1]) if lines else None
+        if not isinstance(results, list):
+            raise ValueError((results or {}).get("error") if isinstance(results, dict) else done.stderr[-300:])
+        return {r["name"]: r for r in results if isinstance(r, dict) and "name" in r}
+    except (subprocess.TimeoutExpired, ValueError, KeyError, TypeError) as error:
+        why = " ".join(str(error).split())[:300] or "no output"
+        return {name: {"name": name, "status": FAIL, "mistake": "check_error",
+                       "message": f"the grader could not compute the verdicts ({why})"} for name in names}
+
+
+def _cell_label(notebook: nbformat.NotebookNode, index: int) -> str:
+    code = [i for i, c in enumerate(notebook.cells) if c.cell_type == "code"]
+    first = next((line.strip() for line in notebook.cells[index].source.splitlines() if line.strip()), "")
+    number = code.index(index) + 1 if index in code else index + 1
+    return f"code cell {number} (`{first[:60]}`)" if first else f"code cell {number}"
 
 
 def grade(path: Path, timeout: int = 600) -> dict:
-    """Execute and grade one notebook. Raises ValueError when it cannot be read."""
-    try:
-        notebook = nbformat.read(path, as_version=4)
-    except (OSError, ValueError, nbformat.reader.NotJSONError) as error:
-        raise ValueError(f"cannot read {path}: {error}") from None
-    latest: dict[str, dict] = {}
-    # A check run twice counts with its last verdict.
-    for record in execute(through_last_check(notebook), path.resolve().parent, timeout):
-        latest[record["name"]] = record
-    expected = expected_exercises(path)
-    names = expected + [name for name in latest if name not in expected]
-    not_run = {"status": FAIL, "mistake": NOT_RUN_CODE, "message": NOT_RUN}
-    exercises = [{"name": name, **{k: latest.get(name, not_run).get(k) for k in ("status", "mistake", "message")}}
-                 for name in names]
+    """Execute and grade one notebook. Raises ValueError when it cannot be read or is no course notebook."""
+    notebook = read_notebook(path)
+    stem = identify(path, notebook)
+    if stem is None:
+        raise ValueError(f"cannot grade {path}: its name contains no course notebook's name "
+                         f"(such as 01_positional_encoding) and none of its cells calls a check")
+    names = [e.name for e in exercises_in(stem)]
+    language = notebook_language(path)
+    with ThreadPoolExecutor(max_workers=1) as pool:  # the verdicts' interpreter starts while the kernel runs
+        verdicts = pool.submit(fresh_verdicts, path, names, timeout)
+        trimmed = through_last_check(notebook)
+        run = execute(trimmed, path.resolve().parent, timeout)
+        fresh = verdicts.result()
+    cells = check_cells(trimmed)
+    exercises = []
+    for name in names:
+        ran = [i for i in cells.get(name, []) if i in run.executed and i not in run.timed_out]
+        if ran:
+            verdict = fresh[name]
+        elif not cells.get(name):
+            verdict = {"status": FAIL, "mistake": NOT_RUN_CODE, "message": tr(
+                "grader:check_not_run", "its check cell is missing: the notebook no longer calls `{check}(...)`. "
+                "Keep the check cells as they were given.", in_language=language, check=EXERCISES[name].check_name)}
+        elif run.died_at is not None and min(cells[name]) >= run.died_at:
+            verdict = {"status": FAIL, "mistake": "kernel_died", "message": tr(
+                "grader:kernel_died", "the kernel died while running {cell}, so its check cell never ran: look "
+                "for code that exits Python or uses up the memory.", in_language=language,
+                cell=_cell_label(trimmed, run.died_at))}
+        else:
+            late = [i for i in sorted(run.timed_out) if i <= max(cells[name])] or [min(cells[name])]
+            verdict = {"status": FAIL, "mistake": "timed_out", "message": tr(
+                "grader:cell_timed_out", "{cell} ran longer than {seconds} seconds and was interrupted, so its check "
+                "did not finish: look for a loop that never ends.", in_language=language,
+                cell=_cell_label(trimmed, late[-1]), seconds=timeout)}
+        exercises.append({"name": name, **{k: verdict.get(k) for k in ("status", "mistake", "message")}})
     return {
         "notebook": str(path),
         "exercises": exercises,
@@ -224,11 +369,36 @@ def csv_rows(reports: list[dict]) -> list[dict]:
     return rows
 
 
+def write_atomically(target: Path, text: str) -> None:
+    """Write text to target through a temporary file beside it and a rename: never half a file."""
+    handle, temporary = tempfile.mkstemp(dir=target.parent, prefix=f".{target.name}.", suffix=".tmp")
+    try:
+        with os.fdopen(handle, "w", encoding="utf-8", newline="") as out:
+            out.write(text)
+        os.replace(temporary, target)
+    except BaseException:
+        Path(temporary).unlink(missing_ok=True)
+        raise
+
+
 def write_csv(rows: list[dict], target: Path) -> None:
-    with open(target, "w", newline="", encoding="utf-8") as out:
-        writer = csv.DictWriter(out, fieldnames=CSV_COLUMNS)
-        writer.writeheader()
-        writer.writerows(rows)
+    buffer = io.StringIO()
+    writer = csv.DictWriter(buffer, fieldnames=CSV_COLUMNS)
+    writer.writeheader()
+    writer.writerows(rows)
+    write_atomically(target, buffer.getvalue())
+
+
+def output_problem(target: Path, option: str) -> str | None:
+    """Why an output file cannot be written (checked before any grading work), or None."""
+    folder = target.parent if str(target.parent) else Path(".")
+    if target.is_dir():
+        return f"{option} {target}: this is a folder; give a file name"
+    if not folder.is_dir():
+        return f"{option} {target}: the folder {folder} does not exist"
+    if not os.access(folder, os.W_OK):
+        return f"{option} {target}: the folder {folder} is not writable"
+    return None
 
 
 UNRECOGNISED = "(unrecognised)"  # a fail whose check gave no mistake code
@@ -268,9 +438,21 @@ def main(argv: list[str] | None = None, stdout: TextIO | None = None, stderr: Te
     parser.add_argument("--timeout", type=int, default=600, help="seconds allowed per cell (default 600)")
     parser.add_argument("--jobs", type=int, default=1,
                         help="notebooks executed at once, each in its own kernel (default 1; at most the CPU cores)")
+    parser.add_argument("--report", type=Path, metavar="FILE.html",
+                        help="write one self-contained HTML page for instructors: per exercise how many passed, "
+                             "failed or did not try, the mistakes in a bar chart with their hints, and a "
+                             "student-by-exercise table")
     args = parser.parse_args(argv)
     if args.jobs < 1:
         parser.error(f"--jobs must be at least 1, got {args.jobs}")
+    if args.timeout < 1:
+        parser.error(f"--timeout must be at least 1 second, got {args.timeout}")
+    problems = [p for p in (output_problem(args.csv, "--csv") if args.csv else None,
+                            output_problem(args.report, "--report") if args.report else None) if p]
+    if problems:  # before any grading work
+        for problem in problems:
+            print(f"error: {problem}", file=stderr)
+        return 2
 
     reports = grade_all(args.paths, timeout=args.timeout, jobs=args.jobs)
     if args.json:
@@ -289,6 +471,11 @@ def main(argv: list[str] | None = None, stdout: TextIO | None = None, stderr: Te
         table = format_mistakes(mistake_counts(rows), len(reports))
         print(("\n" if not args.json else "") + table, file=stderr if args.json else stdout)
         print(f"wrote {len(rows)} rows to {args.csv}", file=stderr)
+    if args.report:
+        from .report import write_report
+
+        write_report(reports, args.report)
+        print(f"wrote the report to {args.report}", file=stderr)
     return exit_status(reports)
 
 

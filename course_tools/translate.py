@@ -104,7 +104,9 @@ class Piece:
 
 
 def notebook_pieces(path: Path) -> list[Piece]:
-    notebook = nbformat.read(path, as_version=4)
+    from course_tools.make_student import read_notebook
+
+    notebook = read_notebook(path)[1]
     pieces, seen = [], set()
     for index, cell in enumerate(notebook.cells):
         if not needs_translation(cell):
@@ -211,6 +213,9 @@ def extract(language: str) -> int:
     """Bring every .po file of language in step with the English pieces; report what changed."""
     import polib
 
+    from course_tools.make_student import write_atomic
+
+    validate_po_files(language, syntax_only=True)
     for stem, pieces in sources().items():
         path = po_path(language, stem)
         po = _load(path)
@@ -234,8 +239,7 @@ def extract(language: str) -> int:
         po.extend(entries)
         text = str(po)
         if not path.exists() or path.read_text(encoding="utf-8") != text + "\n":
-            path.parent.mkdir(parents=True, exist_ok=True)
-            path.write_text(text + "\n", encoding="utf-8")
+            write_atomic(path, text + "\n")
             print(f"{path.relative_to(ROOT)}: {len(entries)} pieces; {added} new, {stale} changed in English "
                   f"(marked fuzzy), {removed} removed")
     return 0
@@ -244,7 +248,9 @@ def extract(language: str) -> int:
 def problems(language: str) -> list[tuple[str, str, str, str | None]]:
     """(po file, key, kind, the previous English or None) for every piece to review. kind: "missing",
     "stale" (the English changed), "code changed" (a code cell's translation computes something else:
-    only comments and displayed strings may differ) or "fields changed" (a message's {fields} differ)."""
+    only comments and displayed strings may differ) or "fields changed" (a message's {fields} differ).
+    A .po file that is not strictly valid raises PoError (see po_file_problems)."""
+    validate_po_files(language)
     out = []
     for stem, pieces in required(language).items():
         po = _load(po_path(language, stem))
@@ -274,11 +280,170 @@ def translations(language: str, stem: str) -> dict[str, str]:
     return {e.msgctxt: e.msgstr for e in po if e.msgstr and not e.obsolete and "fuzzy" not in e.flags}
 
 
+# ---------------------------------------------------------------------------------------------- strict .po
+class PoError(ValueError):
+    """A .po file that is not strictly valid: each problem as `file:line: what`."""
+
+
+_PO_STRING = re.compile(r'"(?:[^"\\]|\\.)*"')
+_PO_KEYWORD = re.compile(r"(msgctxt|msgid|msgid_plural|msgstr(?:\[\d+\])?)[ \t]+(.*)$")
+_PO_ESCAPES = {"n": "\n", "t": "\t", "r": "\r", '"': '"', "\\": "\\", "a": "\a", "b": "\b", "f": "\f", "v": "\v"}
+
+
+def _po_string(text: str) -> str | None:
+    """The value of one quoted .po string (the whole of text), or None when text is not exactly one."""
+    text = text.strip()
+    if not _PO_STRING.fullmatch(text):
+        return None
+    body, out, i = text[1:-1], [], 0
+    while i < len(body):
+        if body[i] == "\\":
+            if body[i + 1] not in _PO_ESCAPES:
+                return None
+            out.append(_PO_ESCAPES[body[i + 1]])
+            i += 2
+        else:
+            out.append(body[i])
+            i += 1
+    return "".join(out)
+
+
+@dataclass
+class _PoEntry:
+    line: int  # where the entry starts
+    fields: dict  # keyword -> value
+    lines: dict  # keyword -> line number
+    flags: set
+
+
+def _parse_po(path: Path) -> tuple[list[_PoEntry], list[str]]:
+    """Parse a .po file strictly (polib accepts a string without its closing quote and garbles it):
+    the entries, and `file:line: problem` for every line that is not comment, keyword + string,
+    continuation string or blank."""
+    name = str(path.relative_to(ROOT)) if path.is_relative_to(ROOT) else str(path)
+    entries, errors = [], []
+    entry, keyword = None, None
+
+    def close():
+        nonlocal entry, keyword
+        if entry is not None and entry.fields:
+            entries.append(entry)
+        entry, keyword = None, None
+
+    try:
+        text = path.read_text(encoding="utf-8")
+    except (OSError, UnicodeDecodeError) as error:
+        return [], [f"{name}: cannot be read ({error})"]
+    for number, raw in enumerate(text.splitlines(), start=1):
+        line = raw.strip()
+        if not line:
+            close()
+            continue
+        if entry is None:
+            entry = _PoEntry(number, {}, {}, set())
+        if line.startswith("#~"):  # an obsolete entry: its strings must still be well formed
+            rest = line[2:].strip()
+            match = _PO_KEYWORD.match(rest)
+            value = match.group(2) if match else rest
+            if value and _po_string(value) is None:
+                errors.append(f"{name}:{number}: a malformed string in an obsolete entry: {raw[:80]}")
+            continue
+        if line.startswith("#|"):  # the previous msgid
+            rest = line[2:].strip()
+            match = _PO_KEYWORD.match(rest)
+            value = match.group(2) if match else rest
+            if _po_string(value) is None:
+                errors.append(f"{name}:{number}: a malformed string in a previous msgid (#|): {raw[:80]}")
+            continue
+        if line.startswith("#,"):
+            entry.flags.update(f.strip() for f in line[2:].split(","))
+            continue
+        if line.startswith("#"):
+            continue
+        match = _PO_KEYWORD.match(line)
+        if match:
+            keyword, value = match.group(1), _po_string(match.group(2))
+            if keyword in entry.fields:
+                errors.append(f"{name}:{number}: a second {keyword} in one entry (a blank line missing?)")
+            if value is None:
+                errors.append(f"{name}:{number}: {keyword} is not followed by one well-formed string "
+                              f'(a missing closing quote, or an unescaped " inside?): {raw[:80]}')
+                value = ""
+            entry.fields[keyword], entry.lines[keyword] = value, number
+            continue
+        if line.startswith('"'):
+            value = _po_string(line)
+            if keyword is None:
+                errors.append(f"{name}:{number}: a string outside any msgid/msgstr: {raw[:80]}")
+            elif value is None:
+                errors.append(f"{name}:{number}: a malformed string (a missing closing quote, or an unescaped \" "
+                              f"inside?): {raw[:80]}")
+            else:
+                entry.fields[keyword] += value
+            continue
+        errors.append(f"{name}:{number}: a stray line (neither a comment, a keyword with its string, nor a "
+                      f"string): {raw[:80]}")
+    close()
+    return entries, errors
+
+
+_CODE_SPAN = re.compile(r"`[^`\n]+`")
+
+
+def _broken_code_span(msgid: str, msgstr: str) -> str | None:
+    """Why the translation breaks a markdown code span, or None: its backticks must pair up as the
+    English's do (an odd count leaves a span open), and every code span of the English must appear in it
+    (code is not translated; a translator may add spans, such as `forward`)."""
+    if msgstr.count("`") % 2 != msgid.count("`") % 2:
+        return f"{msgstr.count('`')} backticks against the English's {msgid.count('`')}: a code span is left open"
+    lost = sorted(set(_CODE_SPAN.findall(msgid)) - set(_CODE_SPAN.findall(msgstr)))
+    if lost:
+        return f"the code span {lost[0]} of the English is missing or broken"
+    return None
+
+
+def po_file_problems(path: Path, syntax_only: bool = False) -> list[str]:
+    """Every problem of one .po file as `file:line: what`: syntax first; then, for each translated
+    entry that is not fuzzy, the same {fields} as its msgid (messages.po) and unbroken code spans."""
+    entries, errors = _parse_po(path)
+    if errors or syntax_only:
+        return errors
+    name = str(path.relative_to(ROOT)) if path.is_relative_to(ROOT) else str(path)
+    for entry in entries:
+        if "msgid" not in entry.fields or "msgstr" not in entry.fields:
+            errors.append(f"{name}:{entry.line}: an entry needs a msgid and a msgstr")
+            continue
+        msgid, msgstr = entry.fields["msgid"], entry.fields["msgstr"]
+        if not msgid or not msgstr or "fuzzy" in entry.flags:
+            continue
+        line = entry.lines["msgstr"]
+        if path.stem == "messages" and _fields(msgstr) != _fields(msgid):
+            errors.append(f"{name}:{line}: the msgstr has the fields {_fields(msgstr)}, the msgid "
+                          f"{_fields(msgid)} ({entry.fields.get('msgctxt', '')}): keep every {{field}} of the English")
+        broken = _broken_code_span(msgid, msgstr)
+        if broken:
+            errors.append(f"{name}:{line}: the msgstr ({entry.fields.get('msgctxt', '')}) breaks a markdown code "
+                          f"span: {broken}")
+    return errors
+
+
+def validate_po_files(language: str, syntax_only: bool = False) -> None:
+    """Raise PoError naming every problem of every .po file of language (nothing is written before this
+    passes). syntax_only: only what polib would misread (extract rewrites the entries it checks)."""
+    found = []
+    for path in sorted((ROOT / "i18n" / language).glob("*.po")):
+        found.extend(po_file_problems(path, syntax_only))
+    if found:
+        raise PoError("\n".join(found) + f"\n{len(found)} problems in i18n/{language}/*.po: nothing was written.")
+
+
 # ---------------------------------------------------------------------------------------------- notebooks
 def translated_solution(path: Path, language: str, existing: nbformat.NotebookNode | None) -> nbformat.NotebookNode:
     """The solution notebook at path in language: each piece replaced by its reviewed translation
     (missing or stale ones stay English), the outputs of existing kept for the cells whose source is unchanged."""
-    english = nbformat.read(path, as_version=4)
+    from course_tools.make_student import read_notebook
+
+    english = read_notebook(path)[1]
     notebook = copy.deepcopy(english)
     found = translations(language, path.stem)
     previous = {c.get("id"): c for c in existing.cells} if existing is not None else {}
@@ -302,13 +467,29 @@ def _sources_of(notebook: nbformat.NotebookNode) -> list[tuple[str, str, str]]:
 
 def build(language: str, check: bool = False) -> int:
     """Write <language>/solutions (then the student notebooks <language>/notebooks); with check, write
-    nothing and report the notebooks whose cells differ from what the English and the .po files give."""
-    from course_tools.make_student import generate, render
+    nothing and report the notebooks whose cells differ from what the English and the .po files give.
+    Every .po file is validated first (PoError, nothing written); every notebook is written through a
+    temporary file and a rename."""
+    from course_tools.make_student import generate, read_notebook, render, write_atomic
 
+    validate_po_files(language)
     out_dir = ROOT / language / "solutions"
-    stale = []
+    stale, writes = [], []
     stems = edition(language)
     extra = sorted(p for p in out_dir.glob("*.ipynb") if p.stem not in stems)
+    for path in sorted((ROOT / "solutions").glob("*.ipynb")):  # everything is computed before anything is written
+        if path.stem not in stems:
+            continue
+        target = out_dir / path.name
+        existing = read_notebook(target)[1] if target.exists() else None
+        notebook = translated_solution(path, language, existing)
+        if existing is not None and _sources_of(existing) == _sources_of(notebook) \
+                and existing.metadata.get("tfs") == notebook.metadata["tfs"]:
+            continue
+        if check:
+            stale.append(target)
+        else:
+            writes.append((target, render(notebook)))
     for path in extra:  # a notebook that left the edition
         if check:
             stale.append(path)
@@ -316,20 +497,8 @@ def build(language: str, check: bool = False) -> int:
             path.unlink()
             (ROOT / language / "notebooks" / path.name).unlink(missing_ok=True)
             print(f"removed {path.relative_to(ROOT)}: not in i18n/{language}/EDITION")
-    for path in sorted((ROOT / "solutions").glob("*.ipynb")):
-        if path.stem not in stems:
-            continue
-        target = out_dir / path.name
-        existing = nbformat.read(target, as_version=4) if target.exists() else None
-        notebook = translated_solution(path, language, existing)
-        if existing is not None and _sources_of(existing) == _sources_of(notebook) \
-                and existing.metadata.get("tfs") == notebook.metadata["tfs"]:
-            continue
-        if check:
-            stale.append(target)
-            continue
-        out_dir.mkdir(parents=True, exist_ok=True)
-        target.write_text(render(notebook), encoding="utf-8")
+    for target, text in writes:
+        write_atomic(target, text)
         print(f"wrote {target.relative_to(ROOT)} (run `make outputs-es` to store its outputs)")
     if not stems:
         return 1 if stale else 0

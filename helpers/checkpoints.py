@@ -7,7 +7,14 @@ modules that build and train the model, and the fingerprint of the student's own
 06 trains it (a Recipe from helpers.student_code.your_recipe). Change any of them and the model is trained again; pass
 ``retrain=True`` (or set ``TFS_RETRAIN=1``) to retrain anyway.
 
+A checkpoint stores a SHA-256 of its weights (every tensor's name, dtype, shape and bytes; torch does
+not verify its archive's CRC). Loading recomputes it, and loads only when every tensor matches a freshly
+built model's by name and shape, into that fresh model; otherwise the model is trained again from a fresh
+seeded model, and one line says why. Saving writes a temporary file and renames it (os.replace), so an
+interrupted save leaves no half file.
+
     train_or_load(config, data, recipe)   the trained model: from the cache, or trained now and saved
+    weights_sha256(state_dict)            the digest stored with a checkpoint
 """
 
 from __future__ import annotations
@@ -62,6 +69,7 @@ class TrainResult:
     history: History
     trained: bool  # False when the weights were loaded from the cache
     path: Path
+    why_retrained: str | None = None  # why a checkpoint on disk was not used (None: there was none, or it loaded)
 
     def describe(self) -> str:
         """Whether the model was trained or loaded, where it is saved, and how long training took."""
@@ -73,7 +81,74 @@ class TrainResult:
                       "threads); saved to {path}.", steps=len(h.loss), seconds=h.seconds, device=h.device,
                       threads=h.threads, path=self.path)
         return tr("checkpoints:loaded", "Loaded the trained weights from {path} (training took {seconds:.0f} s on "
-                  "{device}). Pass retrain=True to train again.", path=self.path, seconds=h.seconds, device=h.device)
+                  "{device}). Set RETRAIN = True in this cell to train again.", path=self.path, seconds=h.seconds,
+                  device=h.device)
+
+
+def weights_sha256(state_dict: dict) -> str:
+    """A SHA-256 of a state dict: every tensor's name, dtype, shape and bytes, in name order."""
+    h = hashlib.sha256()
+    for name in sorted(state_dict):
+        tensor = state_dict[name]
+        if not isinstance(tensor, torch.Tensor):
+            raise TypeError(f"state_dict[{name!r}] is a {type(tensor).__name__}, not a tensor")
+        flat = tensor.detach().cpu().contiguous().reshape(-1)
+        h.update(f"{name}\x00{tensor.dtype}\x00{tuple(tensor.shape)}\x00".encode())
+        h.update(flat.view(torch.uint8).numpy().tobytes() if flat.numel() else b"")
+    return h.hexdigest()
+
+
+def _load_checkpoint(path: Path, fresh: torch.nn.Module) -> tuple[History | None, str | None]:
+    """Load path into fresh (a freshly built model): (history, None), or (None, why not). Nothing is
+    copied into fresh unless the digest and every tensor's name and shape match."""
+    from .i18n import tr
+
+    try:
+        saved = torch.load(path, map_location="cpu", weights_only=True)
+    except Exception:  # a truncated or garbled archive, or no torch file at all
+        return None, tr("checkpoints:unreadable", "the file cannot be read as a checkpoint")
+    if not isinstance(saved, dict) or not isinstance(saved.get("model"), dict) or "sha256" not in saved:
+        return None, tr("checkpoints:no_digest", "it holds no weights with their SHA-256 (an older or foreign file)")
+    weights = saved["model"]
+    try:
+        digest = weights_sha256(weights)
+    except TypeError as error:
+        return None, tr("checkpoints:not_tensors", "its weights are not all tensors ({error})", error=error)
+    if digest != saved["sha256"]:
+        return None, tr("checkpoints:digest_mismatch", "its weights do not match their stored SHA-256 (the file "
+                        "was altered or damaged)")
+    expected = fresh.state_dict()
+    missing = sorted(set(expected) - set(weights))
+    extra = sorted(set(weights) - set(expected))
+    if missing or extra:
+        return None, tr("checkpoints:names_differ", "its tensors are not the model's (missing: {missing}; "
+                        "unexpected: {extra})", missing=", ".join(missing[:3]) or "-",
+                        extra=", ".join(extra[:3]) or "-")
+    for name, tensor in expected.items():
+        if weights[name].shape != tensor.shape or weights[name].dtype != tensor.dtype:
+            return None, tr("checkpoints:shape_differs", "tensor {name} has shape {got}, the model needs {expected}",
+                            name=name, got=tuple(weights[name].shape), expected=tuple(tensor.shape))
+        if tensor.is_floating_point() and not torch.isfinite(weights[name]).all():
+            return None, tr("checkpoints:not_finite", "tensor {name} holds NaN or infinite values", name=name)
+    try:
+        history = History(**saved["history"])
+    except Exception:
+        return None, tr("checkpoints:no_history", "its training history is missing or damaged")
+    fresh.load_state_dict(weights)  # every name and shape was checked: this copies all or nothing
+    return history, None
+
+
+def save_checkpoint(path: Path, model: torch.nn.Module, history: History, config: TrainConfig) -> None:
+    """Save weights, their SHA-256, the history and the configuration atomically (temporary file + os.replace)."""
+    weights = {name: tensor.detach().cpu() for name, tensor in model.state_dict().items()}
+    path.parent.mkdir(parents=True, exist_ok=True)
+    tmp = path.with_name(f".{path.name}.tmp{os.getpid()}")
+    try:
+        torch.save({"model": weights, "sha256": weights_sha256(weights), "history": history.to_dict(),
+                    "config": config.to_dict()}, tmp)
+        os.replace(tmp, path)
+    finally:
+        tmp.unlink(missing_ok=True)
 
 
 def train_or_load(config: TrainConfig, data: DateDataset, recipe: Recipe = REFERENCE, retrain: bool = False,
@@ -82,31 +157,38 @@ def train_or_load(config: TrainConfig, data: DateDataset, recipe: Recipe = REFER
 
     recipe names the model class, the schedule and the loss that train (the reference by default).
     retrain=True, or the environment variable TFS_RETRAIN=1, trains even when a checkpoint exists.
+    A checkpoint that fails its SHA-256 or whose tensors do not match the model by name and shape is
+    not used: the model is trained again from a fresh seeded model, and one line says why.
     """
-    device = device or default_device()
+    from .i18n import tr
+
+    if not isinstance(config, TrainConfig):
+        raise TypeError(f"config must be a helpers.TrainConfig, got {type(config).__name__}")
+    if not isinstance(data, DateDataset):
+        raise TypeError(f"data must be a helpers.DateDataset (from helpers.make_date_dataset), "
+                        f"got {type(data).__name__}")
     if not isinstance(recipe, Recipe):
-        raise ValueError(f"recipe must be a helpers.training.Recipe, got {type(recipe).__name__}")
+        raise ValueError(f"recipe must be a helpers.training.Recipe, got {type(recipe).__name__}")  # as before
+    device = device or default_device()
     path = checkpoint_path(config, data, recipe)
     retrain = retrain or os.environ.get("TFS_RETRAIN", "") not in ("", "0")
-    model = build_model(config, recipe)
+    why = None
     if path.exists() and not retrain:
-        try:
-            saved = torch.load(path, map_location=device, weights_only=True)
-            model.load_state_dict(saved["model"])
-            history = History(**saved["history"])
+        model = build_model(config, recipe)
+        history, why = _load_checkpoint(path, model)
+        if why is None:
             return TrainResult(model.to(device).eval(), history, False, path)
-        except Exception:  # a corrupt or outdated file: train again
-            pass
+        print(tr("checkpoints:retraining", "The checkpoint {path} was not used: {why}. Training again from a "
+                 "fresh model.", path=path, why=why))
+    model = build_model(config, recipe)  # fresh and seeded, whatever a rejected checkpoint held
     batches = ShuffledBatches(data.train, config.batch_size, seed=config.seed)
     history = train_model(model, batches, config, device=device, progress=progress, recipe=recipe)
     try:
-        path.parent.mkdir(parents=True, exist_ok=True)
-        tmp = path.with_suffix(f".tmp{os.getpid()}")
-        torch.save({"model": model.state_dict(), "history": history.to_dict(), "config": config.to_dict()}, tmp)
-        os.replace(tmp, path)
+        save_checkpoint(path, model, history, config)
     except OSError:
         pass  # a read-only checkout still trains; it just cannot cache
-    return TrainResult(model, history, True, path)
+    return TrainResult(model, history, True, path, why)
 
 
-__all__ = ["TrainResult", "cache_dir", "checkpoint_key", "checkpoint_path", "train_or_load"]
+__all__ = ["TrainResult", "cache_dir", "checkpoint_key", "checkpoint_path", "save_checkpoint", "train_or_load",
+           "weights_sha256"]

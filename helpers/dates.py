@@ -26,7 +26,10 @@ from typing import Callable, Iterable, Sequence
 
 import torch
 
+from .i18n import tr
+from .validation import pairs as _pairs
 from .validation import positive_int
+from .validation import texts as _texts
 
 PAD, UNK = "<pad>", "<unk>"
 BOS, EOS = "<s>", "</s>"
@@ -199,6 +202,10 @@ class DateDataset:
     seed: int
     test_dates: list[dt.date] = field(repr=False, default_factory=list)
 
+    def __post_init__(self) -> None:
+        for name in ("train", "valid", "test"):
+            setattr(self, name, _pairs(getattr(self, name), name))
+
     def fingerprint(self) -> str:
         """A short hash of every pair, used to key the checkpoint cache."""
         h = hashlib.sha256()
@@ -209,8 +216,9 @@ class DateDataset:
         return h.hexdigest()[:16]
 
     def __repr__(self) -> str:
-        return (f"DateDataset(seed={self.seed}, train={len(self.train)} pairs, "
-                f"valid={len(self.valid)} pairs, test={len(self.test)} pairs)")
+        return tr("dates:dataset_repr", "DateDataset(seed={seed}, train={train} pairs, valid={valid} pairs, "
+                  "test={test} pairs)", seed=self.seed, train=len(self.train), valid=len(self.valid),
+                  test=len(self.test))
 
 
 def make_date_dataset(n_train: int = 60_000, n_valid: int = 1_000, n_test: int = 2_000,
@@ -249,7 +257,7 @@ def make_date_dataset(n_train: int = 60_000, n_valid: int = 1_000, n_test: int =
 
 def encode_sources(texts: Sequence[str], vocab: Vocabulary = SOURCE_VOCAB) -> torch.Tensor:
     """Written dates -> source ids (batch, L_src), right-padded with vocab.pad_id."""
-    ids = [vocab.encode(t) for t in texts]
+    ids = [vocab.encode(t) for t in _texts(texts, "texts")]
     length = max([len(i) for i in ids] + [1])
     out = torch.full((len(ids), length), vocab.pad_id, dtype=torch.long)
     for row, seq in enumerate(ids):
@@ -262,7 +270,7 @@ def encode_targets(texts: Sequence[str], vocab: Vocabulary = TARGET_VOCAB) -> to
 
     The decoder reads tgt[:, :-1] and learns to predict tgt[:, 1:] (teacher forcing).
     """
-    ids = [[vocab.bos_id] + vocab.encode(t) + [vocab.eos_id] for t in texts]
+    ids = [[vocab.bos_id] + vocab.encode(t) + [vocab.eos_id] for t in _texts(texts, "texts")]
     length = max(len(i) for i in ids)
     out = torch.full((len(ids), length), vocab.pad_id, dtype=torch.long)
     for row, seq in enumerate(ids):

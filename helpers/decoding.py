@@ -23,6 +23,7 @@ from torch import nn
 
 from .dates import TARGET_LENGTH, TARGET_VOCAB, decode_targets, encode_sources
 from .transformer import Transformer
+from .validation import pairs as _pairs
 from .validation import positive_int
 
 
@@ -356,6 +357,11 @@ def predict(model: Transformer, texts: Sequence[str], batch_size: int = 500, dev
         src = encode_sources(texts[start:start + batch_size]).to(device)
         if decode_fn is not None:
             ids = decode_fn(model, src, TARGET_LENGTH + 1, bos, eos)
+            if not isinstance(ids, torch.Tensor) or ids.dim() != 2 or ids.shape[0] != src.shape[0]:
+                got = f"{ids.shape[0]} rows" if isinstance(ids, torch.Tensor) and ids.dim() == 2 else \
+                    f"a {type(ids).__name__}" + (f" of shape {tuple(ids.shape)}" if hasattr(ids, "shape") else "")
+                raise ValueError(f"decode_fn must return one row of ids per input: it returned {got} for "
+                                 f"{src.shape[0]} inputs (a tensor of shape (batch, L) was expected)")
         elif method == "greedy":
             ids = greedy_decode(model, src, TARGET_LENGTH + 1, bos, eos, use_cache=use_cache)
         else:
@@ -369,6 +375,7 @@ def exact_match(model: Transformer, pairs: Sequence[tuple[str, str]], batch_size
 
     decoding: predict's method, beam_size, alpha, use_cache, decode_fn (default: greedy decoding).
     """
+    pairs = _pairs(pairs, "pairs")
     predictions = predict(model, [s for s, _ in pairs], batch_size, **decoding)
     return sum(p == t for p, (_, t) in zip(predictions, pairs)) / max(len(pairs), 1)
 

@@ -49,7 +49,7 @@ def catalog(language: str) -> dict[str, tuple[str, str]]:
     return _catalogs[language]
 
 
-def tr(key: str, english: str, *, in_language: str | None = None, **fields: Any) -> str:
+def tr(key: str, english: str, /, *, in_language: str | None = None, **fields: Any) -> str:
     """The message `key` in the current language (or in_language), formatted with fields (str.format)
     when fields are given.
 

@@ -11,7 +11,7 @@ import math
 import torch
 from torch import nn
 
-from .validation import positive_int, probability
+from .validation import integer_ids, positive_int, probability, tensor, token_id
 
 
 class LabelSmoothingLoss(nn.Module):
@@ -26,17 +26,26 @@ class LabelSmoothingLoss(nn.Module):
     def __init__(self, smoothing: float = 0.1, pad_id: int = 0):
         super().__init__()
         self.smoothing = probability(smoothing, "smoothing")
-        self.pad_id = int(pad_id)
+        self.pad_id = token_id(pad_id, "pad_id")
 
     def forward(self, logits: torch.Tensor, target: torch.Tensor) -> torch.Tensor:
+        tensor(logits, "logits", "of shape (batch, L, V)")
+        tensor(target, "target", "of token ids, shape (batch, L)")
         if logits.dim() != 3 or target.shape != logits.shape[:2]:
             raise ValueError(f"logits must have shape (batch, L, V) and target (batch, L), got "
                              f"{tuple(logits.shape)} and {tuple(target.shape)}")
+        integer_ids(target, "target")
+        vocab_size = logits.shape[-1]
+        real = target[target != self.pad_id]
+        if real.numel() and (int(real.min()) < 0 or int(real.max()) >= vocab_size):
+            raise ValueError(f"target must hold token ids in [0, V={vocab_size}) (or pad_id={self.pad_id}), got ids "
+                             f"from {int(target.min())} to {int(target.max())}")
+        keep = target != self.pad_id  # (batch, L): the positions that count
+        target = target.masked_fill(~keep, 0)  # a pad id outside [0, V) is gathered harmlessly, then dropped
         log_probs = torch.log_softmax(logits.float(), dim=-1)  # (batch, L, V)
         nll = -log_probs.gather(-1, target.unsqueeze(-1)).squeeze(-1)  # (batch, L)
         uniform = -log_probs.mean(dim=-1)  # cross-entropy with the uniform distribution
         loss = (1.0 - self.smoothing) * nll + self.smoothing * uniform
-        keep = target != self.pad_id
         return loss[keep].sum() / keep.sum().clamp(min=1)
 
 

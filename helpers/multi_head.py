@@ -193,14 +193,19 @@ class MultiHeadAttention(nn.Module):
         return self.w_o(concat)
 
 
-def to_nn_multihead_attention(module: MultiHeadAttention) -> nn.MultiheadAttention:
+def to_nn_multihead_attention(module: nn.Module) -> nn.MultiheadAttention:
     """An nn.MultiheadAttention (batch_first=True) holding copies of ``module``'s weights.
+
+    module: a MultiHeadAttention, the reference or a class with the same attributes (notebook 03's
+    exercise): d_model, num_heads, dropout and the nn.Linear w_q, w_k, w_v, w_o.
 
     nn.MultiheadAttention packs W^Q, W^K, W^V into one in_proj_weight (3 d_model, d_model) and
     calls W^O out_proj. Remember its masks use the opposite convention (True = blocked).
     """
-    if not isinstance(module, MultiHeadAttention):
-        raise ValueError(f"module must be a MultiHeadAttention, got {type(module).__name__}")
+    if not isinstance(module, nn.Module) or not all(isinstance(getattr(module, name, None), nn.Linear)
+                                                    for name in ("w_q", "w_k", "w_v", "w_o")):
+        raise ValueError(f"module must be a MultiHeadAttention (an nn.Module with nn.Linear w_q, w_k, w_v, w_o), "
+                         f"got {type(module).__name__}")
     reference = nn.MultiheadAttention(module.d_model, module.num_heads, dropout=module.dropout.p, bias=True,
                                       batch_first=True)
     reference = reference.to(device=module.w_q.weight.device, dtype=module.w_q.weight.dtype)

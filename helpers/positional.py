@@ -19,6 +19,7 @@ import numpy as np
 import torch
 from torch import nn
 
+from .i18n import tr
 from .validation import positive_float, positive_int, probability, shape_str
 
 
@@ -127,13 +128,10 @@ class PositionalEncoding(nn.Module):
 
     def forward(self, x: torch.Tensor) -> torch.Tensor:
         if x.dim() != 3 or x.shape[-1] != self.d_model:
-            raise ValueError(
-                f"x must have shape (batch, L, d_model={self.d_model}), got {shape_str(x.shape)}"
-            )
+            raise ValueError(tr("positional:x_shape", "x must have shape (batch, L, d_model={d_model}), got {shape}",
+                                d_model=self.d_model, shape=shape_str(x.shape)))
         length = x.shape[1]
         if length > self.max_len:
-            raise ValueError(
-                f"x has length L={length}, longer than max_len={self.max_len}: "
-                "build PositionalEncoding with a larger max_len"
-            )
+            raise ValueError(tr("positional:too_long", "x has length L={length}, longer than max_len={max_len}: "
+                                "build PositionalEncoding with a larger max_len", length=length, max_len=self.max_len))
         return self.dropout(x + self.pe[:length].to(x.dtype))

@@ -69,11 +69,12 @@ def _code_cells(path: Path) -> list[tuple[int, str]]:
         raise ValueError(f"cannot read the notebook {path}: it is not a Jupyter notebook (format 4)") from None
 
 
-def load_definitions(path: str | Path) -> Definitions:
+def load_definitions(path: str | Path, refuse: Callable[[ast.stmt, str], str | None] | None = None) -> Definitions:
     """Execute the imports and the def/class statements of a saved notebook, in cell order, in a fresh namespace.
 
     A cell that is not valid Python, or a definition that fails to execute, is skipped and named in
-    ``skipped``; the rest still loads.
+    ``skipped``; the rest still loads. refuse(node, source), when given, is asked about each statement
+    before it runs: a reason (a str) skips it and is named in ``skipped``.
     """
     path = Path(path)
     if path.suffix != ".ipynb":
@@ -93,6 +94,10 @@ def load_definitions(path: str | Path) -> Definitions:
             if not isinstance(node, KEPT):
                 continue
             code = ast.get_source_segment(source, node) or ""
+            reason = refuse(node, code) if refuse is not None else None
+            if reason:
+                found.skipped.append(f"cell {index}: {reason}")
+                continue
             try:
                 exec(compile(ast.Module([node], []), f"{path.name}, cell {index}", "exec"), namespace)
             except Exception as error:  # noqa: BLE001 - a student's broken import or class body

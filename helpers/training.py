@@ -23,7 +23,7 @@ from .dates import SOURCE_VOCAB, TARGET_VOCAB, encode_sources, encode_targets
 from .loss import LabelSmoothingLoss
 from .schedule import scheduled_lr, transformer_lr
 from .transformer import Transformer
-from .validation import positive_float, positive_int, probability
+from .validation import flag, positive_float, positive_int, probability
 
 
 # ---------------------------------------------------------------------- device
@@ -57,6 +57,7 @@ class TrainConfig:
         if self.d_model % self.num_heads:
             raise ValueError(f"d_model={self.d_model} must be divisible by num_heads={self.num_heads} "
                              f"(each head gets d_k = d_model / num_heads)")
+        flag(self.norm_first, "norm_first")
         probability(self.dropout, "dropout")
         probability(self.label_smoothing, "label_smoothing")
         positive_float(self.lr_factor, "lr_factor")

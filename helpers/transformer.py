@@ -38,7 +38,7 @@ from torch import nn
 from .masking import causal_mask_torch, decoder_mask, padding_mask
 from .multi_head import MultiHeadAttention, to_nn_multihead_attention
 from .positional import PositionalEncoding
-from .validation import positive_float, positive_int, probability, shape_str
+from .validation import integer_ids, positive_float, positive_int, probability, shape_str, tensor
 
 
 class LayerNorm(nn.Module):
@@ -65,6 +65,9 @@ class LayerNorm(nn.Module):
         if not isinstance(x, torch.Tensor) or x.dim() == 0 or x.shape[-1] != self.d_model:
             shape = shape_str(x.shape) if hasattr(x, "shape") else type(x).__name__
             raise ValueError(f"x must be a tensor of shape (..., d_model={self.d_model}), got {shape}")
+        if not x.dtype.is_floating_point:
+            raise ValueError(f"x must be a floating-point tensor (mean and variance need fractions), got dtype "
+                             f"{x.dtype}: convert it with x.float()")
         mean = x.mean(dim=-1, keepdim=True)  # (..., 1)
         var = x.var(dim=-1, correction=0, keepdim=True)  # (..., 1), biased: the sum of squares / d_model
         return self.weight * (x - mean) / torch.sqrt(var + self.eps) + self.bias
@@ -89,6 +92,7 @@ class PositionwiseFeedForward(nn.Module):
         self.dropout = nn.Dropout(probability(dropout, "dropout"))
 
     def forward(self, x: torch.Tensor) -> torch.Tensor:
+        tensor(x, "x", f"of shape (batch, L, d_model={self.d_model})")
         if x.shape[-1] != self.d_model:
             raise ValueError(f"x must have shape (batch, L, d_model={self.d_model}), got {shape_str(x.shape)}")
         return self.linear2(self.dropout(torch.relu(self.linear1(x))))
@@ -150,6 +154,8 @@ class DecoderLayer(nn.Module):
 
     def forward(self, x: torch.Tensor, memory: torch.Tensor, tgt_mask: torch.Tensor | None = None,
                 memory_mask: torch.Tensor | None = None) -> torch.Tensor:
+        three_d = isinstance(x, torch.Tensor) and x.dim() == 3
+        _check_memory(x.shape[0] if three_d else "batch", x.shape[-1] if three_d else "d_model", memory)
         if self.norm_first:
             h = self.norm1(x)
             x = x + self.dropout1(self.self_attn(h, h, h, tgt_mask))
@@ -160,6 +166,14 @@ class DecoderLayer(nn.Module):
             x = self.norm2(x + self.dropout2(self.cross_attn(x, memory, memory, memory_mask)))
             x = self.norm3(x + self.dropout3(self.ff(x)))
         return x
+
+
+def _check_memory(batch: int | str, d_model: int | str, memory: torch.Tensor) -> None:
+    """memory must be the encoder output for the same batch: (batch, L_src, d_model)."""
+    expected = f"(batch={batch}, L_src, d_model={d_model}) (the encoder output for the same batch)"
+    tensor(memory, "memory", f"of shape {expected}")
+    if memory.dim() != 3 or memory.shape[0] != batch or memory.shape[-1] != d_model:
+        raise ValueError(f"memory must have shape {expected}, got {shape_str(memory.shape)}")
 
 
 class Encoder(nn.Module):
@@ -271,8 +285,10 @@ class Transformer(nn.Module):
         if not isinstance(ids, torch.Tensor) or ids.dim() != 2:
             shape = shape_str(ids.shape) if hasattr(ids, "shape") else type(ids).__name__
             raise ValueError(f"{name} must be a tensor of token ids of shape (batch, L_{name}), got {shape}")
-        if ids.dtype.is_floating_point:
-            raise ValueError(f"{name} must hold integer token ids, got dtype {ids.dtype}")
+        integer_ids(ids, name)
+        if ids.shape[1] == 0:
+            raise ValueError(f"{name} must hold at least one token per row (shape (batch, L_{name}) with "
+                             f"L_{name} >= 1), got shape {shape_str(ids.shape)}")
         if ids.shape[1] > self.max_len:
             raise ValueError(f"{name} has length {ids.shape[1]} > max_len={self.max_len}")
         vocab_size = self.src_vocab_size if name == "src" else self.tgt_vocab_size
@@ -307,10 +323,14 @@ class Transformer(nn.Module):
         if tgt_mask is None:
             tgt_mask = self.make_tgt_mask(tgt)
         y = self.positional(self.tgt_embed(self._ids(tgt, "tgt")) * math.sqrt(self.d_model))
+        _check_memory(tgt.shape[0], self.d_model, memory)
         return self.generator(self.decoder(y, memory, tgt_mask, src_mask))
 
     def forward(self, src: torch.Tensor, tgt: torch.Tensor) -> torch.Tensor:
         src_mask = self.make_src_mask(src)
+        if isinstance(tgt, torch.Tensor) and tgt.dim() == 2 and tgt.shape[0] != src.shape[0]:
+            raise ValueError(f"src and tgt must have the same batch size, got {src.shape[0]} and {tgt.shape[0]} "
+                             f"(row i of tgt is the translation of row i of src)")
         return self.decode(tgt, self.encode(src, src_mask), src_mask, self.make_tgt_mask(tgt))
 
     def config(self) -> dict:

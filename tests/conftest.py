@@ -1,3 +1,4 @@
+import contextlib
 import io
 import re
 from pathlib import Path
@@ -15,6 +16,22 @@ SOLUTION_MARKER = re.compile(r"^\s*#+\s*(BEGIN|END) SOLUTION\s*$")
 @pytest.fixture
 def root():
     return ROOT
+
+
+def pytest_configure(config):
+    config.addinivalue_line("markers", "guarded: the checks run with their off-limits guard on")
+
+
+@pytest.fixture(autouse=True)
+def _off_limits_guard(request, monkeypatch):
+    """The checks' tests write many wrong answers as small changes of the reference (calling it): they
+    run with the off-limits guard off. tests/test_off_limits.py (marked `guarded`) tests the guard itself,
+    and the grader and nbgrader tests run real notebooks in their own kernels, with the guard on."""
+    if request.node.get_closest_marker("guarded") is None:
+        from helpers.checks import harness
+
+        monkeypatch.setattr(harness, "forbidden", lambda exercise: contextlib.nullcontext())
+    yield
 
 
 def run_grader(*argv):

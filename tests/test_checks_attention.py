@@ -77,7 +77,32 @@ def softmax_none_instead_of_keepdims(x, axis=-1):  # right for axis=-1 of a 2-D 
     return e / e.sum(axis=axis)[:, None]
 
 
+def softmax_minus_min(x, axis=-1):
+    e = np.exp(x - x.min(axis=axis, keepdims=True))
+    return e / e.sum(axis=axis, keepdims=True)
+
+
+def softmax_minus_mean(x, axis=-1):
+    e = np.exp(x - np.mean(x, axis=axis, keepdims=True))
+    return e / e.sum(axis=axis, keepdims=True)
+
+
+def softmax_max_without_keepdims(x, axis=-1):
+    e = np.exp(x - np.max(x, axis=axis))
+    return e / np.sum(e, axis=axis, keepdims=True)
+
+
+def softmax_in_place(x, axis=-1):  # right values, but the caller's array is changed
+    x -= x.max(axis=axis, keepdims=True)
+    np.exp(x, out=x)
+    x /= x.sum(axis=axis, keepdims=True)
+    return x
+
+
 SOFTMAX_WRONG = [
+    (softmax_minus_min, "subtracted_min"),
+    (softmax_minus_mean, "subtracted_mean"),
+    (softmax_max_without_keepdims, "max_without_keepdims"),
     (softmax_no_max, "softmax_overflows"),
     (softmax_global_max, "max_of_whole_array"),
     (softmax_whole_sum, "sum_of_whole_array"),
@@ -220,7 +245,14 @@ def attention_scores_times_v(Q, K, V, mask=None):
     return scores @ V, weights
 
 
+def attention_scaled_by_l_k(Q, K, V, mask=None):
+    scores = Q @ np.swapaxes(K, -1, -2) / math.sqrt(K.shape[-2])
+    weights = helpers.masked_softmax(scores, mask)
+    return weights @ V, weights
+
+
 ATTENTION_WRONG = [
+    (attention_scaled_by_l_k, "scaled_by_sqrt_l_k"),
     (attention_not_scaled, "not_scaled"),
     (attention_divided_by_d_k, "divided_by_d_k"),
     (attention_scaled_by_d_v, "scaled_by_sqrt_d_v"),
@@ -312,7 +344,12 @@ def combine_forgot_reshape(x):
     return x.transpose(0, 2, 1, 3)
 
 
+def combine_reversed(x):
+    return np.concatenate([x[:, i] for i in reversed(range(x.shape[1]))], axis=-1)
+
+
 COMBINE_WRONG = [
+    (combine_reversed, "heads_reversed"),
     (combine_no_transpose, "reshape_without_transpose"),
     (combine_interleaved, "heads_interleaved"),
     (combine_forgot_reshape, "not_reshaped"),
@@ -389,7 +426,15 @@ def mha_only_w_o_transposed(x_q, x_kv, w_q, w_k, w_v, w_o, num_heads, mask=None)
     return helpers.combine_heads(out) @ w_o.T, weights
 
 
+def mha_k_v_swapped(x_q, x_kv, w_q, w_k, w_v, w_o, num_heads, mask=None):
+    q = helpers.split_heads(x_q @ w_q, num_heads)
+    k, v = helpers.split_heads(x_kv @ w_v, num_heads), helpers.split_heads(x_kv @ w_k, num_heads)
+    out, weights = helpers.scaled_dot_product_attention(q, k, v, mask)
+    return helpers.combine_heads(out) @ w_o, weights
+
+
 MHA_WRONG = [
+    (mha_k_v_swapped, "k_v_swapped"),
     (mha_no_w_o, "no_output_projection"),
     (mha_scaled_by_d_model, "scaled_by_sqrt_d_model"),
     (mha_split_without_transpose, "reshape_without_transpose"),
@@ -495,7 +540,15 @@ def masked_small_fill(scores, mask):  # exp(-100) is tiny but not zero
     return np.where(np.broadcast_to(mask, scores.shape).any(axis=-1, keepdims=True), weights, 0.0)
 
 
+def masked_unshifted(scores, mask):  # no maximum subtracted: right on small scores, inf / inf on large ones
+    full = np.broadcast_to(mask, scores.shape)
+    e = np.where(full, np.exp(scores), 0.0)
+    total = e.sum(axis=-1, keepdims=True)
+    return np.divide(e, total, out=np.zeros_like(e), where=total > 0)
+
+
 MASKED_SOFTMAX_WRONG = [
+    (masked_unshifted, "overflows"),
     (masked_nan_rows, "nan_on_empty_rows"),
     (masked_uniform_rows, "uniform_on_empty_rows"),
     (masked_inverted, "inverted"),
@@ -587,20 +640,26 @@ def test_checks_accept_torch_returning_implementations(check, reference, capsys)
     assert run(check, via_torch, capsys)
 
 
-def test_checks_do_not_modify_student_visible_state(capsys):
-    """A student function that modifies its arguments in place cannot corrupt later cases."""
+def test_a_softmax_computed_in_place_is_told_it_changed_its_input(capsys):
+    verdict = run(check_softmax, softmax_in_place, capsys)
+    assert not verdict and verdict.mistake == "changed_input"
+
+
+def test_a_function_that_changes_its_input_is_told_so(capsys):
+    """A student function that modifies its arguments in place is named, and cannot corrupt later cases."""
     def destructive(x, axis=-1):
         result = helpers.softmax(x, axis=axis)
         x[...] = 0
         return result
 
-    assert run(check_softmax, destructive, capsys)
+    verdict = run(check_softmax, destructive, capsys)
+    assert not verdict and verdict.mistake == "changed_input" and "`x`" in verdict.message
 
 
 def test_exercises_are_registered():
     assert [e.name for e in exercises_in("02_attention")] == ["softmax", "scaled_dot_product_attention"]
-    assert [e.name for e in exercises_in("03_multi_head_attention")] == ["split_heads", "combine_heads",
-                                                                        "multi_head_attention"]
+    assert [e.name for e in exercises_in("03_multi_head_attention")] == [
+        "split_heads", "combine_heads", "multi_head_attention", "multi_head_attention_module"]
     assert [e.name for e in exercises_in("04_masking")] == ["causal_mask", "padding_mask", "masked_softmax"]
     for check, _ in ALL:
         assert EXERCISES[check.exercise.name].check is check

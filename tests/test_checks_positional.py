@@ -1,5 +1,7 @@
 """The checks of notebook 01 must accept right answers and name each common wrong one."""
 
+import sys
+
 import numpy as np
 import pytest
 import torch
@@ -98,7 +100,30 @@ def multiplied(seq_length, embed_size):
     return m
 
 
+def exponent_doubled(seq_length, embed_size):  # i already steps over the even columns, and 2*i doubles it again
+    m = np.zeros((seq_length, embed_size))
+    for pos in range(seq_length):
+        for i in range(0, embed_size, 2):
+            m[pos, i] = np.sin(pos / 10000 ** (2 * i / embed_size))
+            m[pos, i + 1] = np.cos(pos / 10000 ** (2 * i / embed_size))
+    return m
+
+
+def float32_torch(seq_length, embed_size):  # right, in torch's default dtype
+    pos = torch.arange(seq_length, dtype=torch.float32)[:, None]
+    freq = 10000 ** (-torch.arange(0, embed_size, 2, dtype=torch.float32) / embed_size)
+    m = torch.zeros(seq_length, embed_size)
+    m[:, 0::2], m[:, 1::2] = torch.sin(pos * freq), torch.cos(pos * freq)
+    return m
+
+
+def test_a_float32_answer_is_right(capsys):
+    verdict, line = run(helpers.check_create_position_matrix, float32_torch, capsys)
+    assert verdict, line
+
+
 POSITION_WRONG = [  # a student's wrong implementation -> the mistake code the check must report
+    (exponent_doubled, "exponent_doubled"),
     (swapped, "sin_cos_swapped"),
     (concatenated, "concatenated"),
     (i_not_2i, "i_for_2i"),
@@ -146,6 +171,9 @@ def stub(seq_length, embed_size):
     [(stub, "todo", None),
      (lambda s, e: None, "fail", "returned_none"),
      (lambda s, e: "abc", "fail", "not_numbers"),
+    (lambda s, e: reference_loop(s, e) + 1j, "fail", "complex_values"),
+    (lambda s, e: reference_loop(s, e).astype(str), "fail", "not_numbers"),
+    (lambda s, e: sys.exit(1), "fail", "raised_error"),
      (lambda s, e: np.float64(0.5), "fail", "wrong_shape"),
      (lambda s, e: np.full((s, e), np.nan), "fail", "not_finite"),
      (lambda s, e: [[1, 2], [3]], "fail", "not_an_array"),
@@ -375,20 +403,3 @@ def test_hints_do_not_write_out_the_solution_code():
 def test_notebook_01_exercises_in_order():
     assert [e.name for e in EXERCISES.values() if e.notebook == "01_positional_encoding"] == [
         "create_position_matrix", "rotation_matrix", "apply_rope"]
-
-
-def test_a_float32_position_matrix_computed_in_torch_passes():
-    """Issue 18: torch's default float32 was rejected with "0.821856, expected 0.821856"."""
-    import torch
-
-    def torch_float32(seq_length, embed_size):
-        pos = torch.arange(seq_length, dtype=torch.float32)[:, None]
-        i = torch.arange(0, embed_size, 2, dtype=torch.float32)
-        angles = pos / torch.pow(10000.0, i / embed_size)
-        pe = torch.zeros(seq_length, embed_size)
-        pe[:, 0::2] = torch.sin(angles)
-        pe[:, 1::2] = torch.cos(angles)
-        return pe
-
-    verdict = helpers.check_create_position_matrix(torch_float32)
-    assert verdict.status == "pass", verdict

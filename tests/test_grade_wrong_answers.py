@@ -84,6 +84,9 @@ WRONG = {
                                  "    v = helpers.split_heads(x_kv @ w_v, num_heads)\n"
                                  "    heads, weights = helpers.scaled_dot_product_attention(q, k, v, mask)\n"
                                  "    return helpers.combine_heads(heads), weights\n"),
+        "MultiHeadAttention": ("multi_head_attention_module", "no_scaling", broken(
+            "MultiHeadAttention", "scores = q @ k.transpose(-2, -1) / math.sqrt(self.d_k)",
+            "scores = q @ k.transpose(-2, -1)", notebook="03_multi_head_attention")),
     },
     "04_masking": {
         "causal_mask": ("causal_mask", "diagonal_masked",

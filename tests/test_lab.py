@@ -58,3 +58,21 @@ def test_a_running_jupyterlab_serves_news_and_update_checks_switched_off(tmp_pat
     defaults = settings["schema"]["properties"]  # the override becomes the defaults the front end uses
     assert defaults["fetchNews"]["default"] == "false"
     assert defaults["checkForUpdates"]["default"] is False
+
+
+def test_the_students_jupyterlab_has_nbgrader_switched_off():
+    """make setup installs course_tools/jupyter/: nbgrader's lab extension and server extensions are off."""
+    etc = Path(sys.prefix) / "etc" / "jupyter"
+    if not (etc / "labconfig" / "page_config.json").exists():
+        pytest.skip("the environment was not set up with make")
+    page = json.loads((etc / "labconfig" / "page_config.json").read_text())
+    assert page["disabledExtensions"]["@jupyter/nbgrader"] is True
+    server = json.loads((etc / "jupyter_server_config.json").read_text())["ServerApp"]["jpserver_extensions"]
+    assert server and not any(server.values()), server
+    result = subprocess.run([str(Path(sys.executable).parent / "jupyter"), "server", "extension", "list"],
+                            capture_output=True, text=True, timeout=120)
+    listed = [line for line in (result.stdout + result.stderr).splitlines() if line.strip().startswith("nbgrader.")
+              and ("enabled" in line or "disabled" in line)]
+    assert listed and all("disabled" in line for line in listed), listed
+    instructor = json.loads((ROOT / "course_tools" / "jupyter" / "instructor" / "page_config.json").read_text())
+    assert instructor["disabledExtensions"]["@jupyter/nbgrader"] is False, "make lab-instructor switches them on"

@@ -156,7 +156,7 @@ def test_nbgrader_metadata_is_the_registry(path):
         assert metadata_problems(notebook, stem, str(path)) == []
     else:
         solution = nbformat.read(ROOT / "solutions" / path.name, as_version=4)
-        assert [c.metadata.get("nbgrader") for c in notebook.cells[1:]] == [
+        assert [c.metadata.get("nbgrader") for c in notebook.cells] == [
             c.metadata.get("nbgrader") for c in solution.cells], "student notebooks keep the solution's metadata"
     stamped = [c for c in notebook.cells if "nbgrader" in c.metadata]
     grade_ids = [c.metadata.nbgrader.grade_id for c in stamped]
@@ -184,16 +184,78 @@ def test_every_registry_exercise_is_in_a_notebook():
 
 # ---------------------------------------------------------------------------------------- student notebooks
 @pytest.mark.parametrize("path", SOLUTIONS, ids=lambda p: p.stem)
-def test_student_notebooks_start_with_where_they_come_from(path):
+def test_student_notebooks_say_where_they_come_from_in_their_metadata_only(path):
+    """Nothing in front of the student: the first cell is the solution's first cell; the generated-from
+    notice lives in metadata.tfs (compared by --check like every other byte); no nbval marker lines."""
     student = nbformat.read(ROOT / "notebooks" / path.name, as_version=4)
     solution = nbformat.read(path, as_version=4)
-    header = student.cells[0]
-    assert header.cell_type == "markdown" and "nbgrader" not in header.metadata
-    assert f"`solutions/{path.name}`" in header.source and "make student-notebooks" in header.source
-    assert len(student.cells) == len(solution.cells) + 1
-    assert [c.cell_type for c in student.cells[1:]] == [c.cell_type for c in solution.cells]
+    assert student.metadata["tfs"]["generated_from"] == f"solutions/{path.name}"
+    assert "make student-notebooks" in student.metadata["tfs"]["note"]
+    assert student.cells[0].source == solution.cells[0].source
+    assert [c.cell_type for c in student.cells] == [c.cell_type for c in solution.cells]
     ids = [c.id for c in student.cells]
-    assert ids[0] == f"{path.stem[:2]}-header" and len(set(ids)) == len(ids)
+    assert ids[0] == f"{path.stem[:2]}-000" and len(set(ids)) == len(ids)
+    assert not any("NBVAL" in c.source for c in student.cells), "test-suite markers are not for students"
+
+
+def test_nbval_marker_lines_are_dropped_and_nothing_else():
+    notebook = nbformat.v4.new_notebook(cells=[nbformat.v4.new_code_cell("# NBVAL_IGNORE_OUTPUT\nx = 1  # NBVAL\n"
+                                                                         "    # NBVAL_SKIP\ny = 2")])
+    assert make_student_notebook(notebook).cells[0].source == "x = 1  # NBVAL\ny = 2"
+
+
+def test_a_generated_notebook_records_its_solution_when_the_header_would_have_changed(tmp_path, capsys):
+    """The drift test covers the notice: a student notebook whose metadata names another source is stale."""
+    generate(_copy_solutions(tmp_path), tmp_path / "notebooks")
+    target = tmp_path / "notebooks" / SOLUTIONS[0].name
+    notebook = nbformat.read(target, as_version=4)
+    notebook.metadata["tfs"]["generated_from"] = "elsewhere.ipynb"
+    target.write_text(render(notebook))
+    assert generate(tmp_path / "solutions", tmp_path / "notebooks", check=True) == 1
+    assert f"{target} differs" in capsys.readouterr().err
+
+
+@pytest.mark.parametrize("text", ["{not json", '{"cells": "oops"}', "[1, 2, 3]"])
+def test_a_solution_that_is_no_notebook_is_a_one_line_error_and_nothing_is_written(tmp_path, capsys, text):
+    solutions = _copy_solutions(tmp_path)
+    (solutions / "07_broken.ipynb").write_text(text)
+    assert generate(solutions, tmp_path / "notebooks") == 2
+    err = capsys.readouterr().err
+    assert err.startswith(f"error: {solutions / '07_broken.ipynb'}") and len(err.strip().splitlines()) == 1
+    assert "Traceback" not in err
+    assert not (tmp_path / "notebooks").exists(), "every notebook is read before anything is written"
+
+
+def test_the_command_line_reports_a_non_json_notebook_in_one_line(tmp_path):
+    import subprocess
+    import sys
+
+    (tmp_path / "solutions").mkdir()
+    (tmp_path / "solutions" / "01_x.ipynb").write_text('{"cells": [')
+    run = subprocess.run([sys.executable, "-m", "course_tools.make_student", str(tmp_path / "solutions"),
+                          str(tmp_path / "notebooks")], capture_output=True, text=True, cwd=ROOT)
+    assert run.returncode == 2 and "Traceback" not in run.stderr
+    path = tmp_path / "solutions" / "01_x.ipynb"
+    assert run.stderr.strip() == f"error: {path}:1: not JSON (Expecting value, column 12)"
+
+
+def test_writes_go_through_a_temporary_file_and_a_rename(tmp_path, monkeypatch):
+    """An interrupted write leaves the old file whole, and no temporary file behind."""
+    import course_tools.make_student as make_student
+
+    target = tmp_path / "nb.ipynb"
+    target.write_text("old")
+
+    def interrupted(src, dst):
+        raise KeyboardInterrupt
+
+    monkeypatch.setattr(make_student.os, "replace", interrupted)
+    with pytest.raises(KeyboardInterrupt):
+        make_student.write_atomic(target, "new")
+    assert target.read_text() == "old" and [p.name for p in tmp_path.iterdir()] == ["nb.ipynb"]
+    monkeypatch.undo()
+    make_student.write_atomic(target, "new")
+    assert target.read_text() == "new" and [p.name for p in tmp_path.iterdir()] == ["nb.ipynb"]
 
 
 @pytest.mark.parametrize("path", SOLUTIONS, ids=lambda p: p.stem)

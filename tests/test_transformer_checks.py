@@ -4,6 +4,7 @@ would, name each known mistake by its code, report stubs as todo, and never rais
 import functools
 import math
 
+import numpy as np
 import pytest
 import torch
 import torch.nn.functional as F
@@ -71,9 +72,20 @@ LAYER_NORM_RIGHT = [
     layer_norm(explicit),
     layer_norm(lambda s, x: s.weight * (x - mean(x)) / torch.sqrt(var(x) + s.eps) + s.bias),
     layer_norm(lambda s, x: (x - mean(x)) * torch.rsqrt(var(x) + s.eps) * s.weight + s.bias),
-    layer_norm(lambda s, x: F.layer_norm(x, s.weight.shape, s.weight, s.bias, s.eps)),
+    layer_norm(lambda s, x: s.weight * (x - mean(x)) / torch.sqrt(var(x) + s.eps) + s.bias),
     LayerNorm,
 ]
+
+
+def centred_in_place(s, x):  # `x -= mean`: the caller's tensor changes
+    x -= mean(x)
+    return s.weight * x / torch.sqrt((x ** 2).mean(-1, keepdim=True) + s.eps) + s.bias
+
+
+def numpy_round_trip(s, x):  # the right numbers, computed in numpy: no gradient reaches x
+    a = x.detach().numpy()
+    hat = (a - a.mean(-1, keepdims=True)) / np.sqrt(a.var(-1, keepdims=True) + s.eps)
+    return s.weight * torch.from_numpy(hat) + s.bias
 
 LAYER_NORM_WRONG = [
     ("unbiased_variance", layer_norm(lambda s, x: s.weight * (x - mean(x)) / torch.sqrt(var(x, unbiased=True) + s.eps)
@@ -91,6 +103,15 @@ LAYER_NORM_WRONG = [
     ("no_gain_bias", layer_norm(lambda s, x: s.weight * (x - mean(x)) / torch.sqrt(var(x) + s.eps))),
     ("no_gain_bias", layer_norm(lambda s, x: (x - mean(x)) / torch.sqrt(var(x) + s.eps) + s.bias)),
     ("eps_hardcoded", layer_norm(lambda s, x: s.weight * (x - mean(x)) / torch.sqrt(var(x) + 1e-5) + s.bias)),
+    ("gain_bias_swapped", layer_norm(lambda s, x: s.bias * (x - mean(x)) / torch.sqrt(var(x) + s.eps) + s.weight)),
+    ("rms_norm", layer_norm(lambda s, x: s.weight * x / torch.sqrt((x ** 2).mean(-1, keepdim=True) + s.eps) + s.bias)),
+    ("rms_norm", layer_norm(lambda s, x: s.weight * x * torch.rsqrt(x.pow(2).mean(-1, keepdim=True) + s.eps))),
+    ("wrong_gradients", layer_norm(lambda s, x: s.weight * (x - mean(x).detach()) / torch.sqrt(var(x).detach() + s.eps)
+                                   + s.bias)),
+    ("wrong_gradients", layer_norm(numpy_round_trip)),
+    ("changes_input", layer_norm(centred_in_place)),
+    ("dropout_in_eval_mode", layer_norm(lambda s, x: F.dropout(s.weight * (x - mean(x)) / torch.sqrt(var(x) + s.eps)
+                                                               + s.bias, 0.1))),
     ("not_a_class", None),
     ("not_a_class", "LayerNorm"),
     ("not_a_module", type("LayerNorm", (), {"__init__": lambda self, *a, **k: None})),
@@ -133,6 +154,8 @@ FEED_FORWARD_RIGHT = [
     feed_forward(lambda s, x: s.linear2(s.dropout(F.relu(s.linear1(x))))),
     feed_forward(lambda s, x: s.linear2(s.dropout(s.linear1(x).clamp(min=0)))),
     feed_forward(by_hand),
+    # dropout before the ReLU: the same numbers (dropout zeroes or scales by 1 / (1 - p) > 0, which the ReLU keeps)
+    feed_forward(lambda s, x: s.linear2(torch.relu(s.dropout(s.linear1(x))))),
     PositionwiseFeedForward,
 ]
 
@@ -144,6 +167,15 @@ FEED_FORWARD_WRONG = [
     ("relu_on_output", feed_forward(lambda s, x: torch.relu(s.linear2(s.dropout(torch.relu(s.linear1(x))))))),
     ("wrong_activation", feed_forward(lambda s, x: s.linear2(s.dropout(F.gelu(s.linear1(x)))))),
     ("no_dropout", feed_forward(lambda s, x: s.linear2(torch.relu(s.linear1(x))))),
+    ("relu_moved_to_output", feed_forward(lambda s, x: torch.relu(s.linear2(s.dropout(s.linear1(x)))))),
+    ("dropout_on_input", feed_forward(lambda s, x: s.linear2(torch.relu(s.linear1(s.dropout(x)))))),
+    ("dropout_on_output", feed_forward(lambda s, x: s.dropout(s.linear2(torch.relu(s.linear1(x)))))),
+    ("dropout_p_hardcoded", feed_forward(lambda s, x: s.linear2(F.dropout(torch.relu(s.linear1(x)), 0.1,
+                                                                          s.training)))),
+    ("dropout_in_eval_mode", feed_forward(lambda s, x: s.linear2(F.dropout(torch.relu(s.linear1(x)), s.dropout.p)))),
+    ("wrong_gradients", feed_forward(lambda s, x: s.linear2(s.dropout(torch.relu(s.linear1(x)).detach())))),
+    # clips its large inputs in place: the caller's x changes
+    ("changes_input", feed_forward(lambda s, x: s.linear2(s.dropout(torch.relu(s.linear1(x.clamp_(-100, 100))))))),
     ("not_a_class", None),
     ("not_a_module", type("PositionwiseFeedForward", (), {"__init__": lambda self, *a, **k: None})),
     ("weights_do_not_fit", Conv1d),
@@ -225,6 +257,12 @@ class DecoderDropsNormFirst(DecoderLayer):
         super().__init__(d_model, num_heads, d_ff, dropout)
 
 
+def residual_in_place(s, x, m):  # `x += ...`: the caller's tensor changes
+    x += s.dropout1(attn(s, x, m))
+    x = s.norm1(x)
+    return s.norm2(x + s.dropout2(s.ff(x)))
+
+
 ENCODER_WRONG = [
     ("no_residual_attention", encoder(lambda s, x, m: (lambda h: s.norm2(h + s.ff(h)))(s.norm1(attn(s, x, m))))),
     ("no_residual_ff", encoder(lambda s, x, m: s.norm2(s.ff(s.norm1(x + attn(s, x, m)))))),
@@ -246,6 +284,15 @@ ENCODER_WRONG = [
     ("padding_leak", encoder(lambda s, x, m: (lambda h: s.norm2(h + s.ff(h)))(
         s.norm1(x + 0.5 * attn(s, x, None) + 0.5 * attn(s, x, m))))),
     ("no_dropout", encoder(post_encoder, pre_encoder)),
+    ("no_dropout", encoder(lambda s, x, m: s.norm2((lambda h: h + s.ff(h))(s.norm1(x + s.dropout1(attn(s, x, m))))))),
+    ("dropout_on_residual_sum", encoder(lambda s, x, m: (lambda h: s.norm2(s.dropout2(h + s.ff(h))))(
+        s.norm1(s.dropout1(x + attn(s, x, m)))))),
+    ("dropout_p_hardcoded", encoder(lambda s, x, m: (lambda h: s.norm2(h + F.dropout(s.ff(h), 0.1, s.training)))(
+        s.norm1(x + F.dropout(attn(s, x, m), 0.1, s.training))))),
+    ("dropout_in_eval_mode", encoder(lambda s, x, m: (lambda h: s.norm2(h + F.dropout(s.ff(h), s.dropout2.p)))(
+        s.norm1(x + F.dropout(attn(s, x, m), s.dropout1.p))))),
+    ("wrong_gradients", encoder(lambda s, x, m: EncoderLayer.forward(s, x.detach(), m))),
+    ("changes_input", encoder(residual_in_place)),
     ("not_a_class", None),
     ("not_a_class", 3),
     ("not_a_class", "EncoderLayer"),
@@ -323,6 +370,44 @@ def future_leak(s, x, memory, tgt_mask, mem_mask):  # every position sees the on
     return DecoderLayer.forward(s, x, memory, tgt_mask, mem_mask) + 0.1 * x.flip(1).cumsum(1).flip(1)
 
 
+def memory_normalised(s, x, memory, tgt_mask, mem_mask):  # the pre-norm decoder normalises memory too
+    h = s.norm1(x)
+    x = x + s.dropout1(s.self_attn(h, h, h, tgt_mask))
+    h, m = s.norm2(x), s.norm2(memory)
+    x = x + s.dropout2(s.cross_attn(h, m, m, mem_mask))
+    return x + s.dropout3(s.ff(s.norm3(x)))
+
+
+def dropouts_on_sums(s, x, memory, tgt_mask, mem_mask):  # post-norm, dropout on each residual sum
+    x = s.norm1(s.dropout1(x + s.self_attn(x, x, x, tgt_mask)))
+    x = s.norm2(s.dropout2(x + s.cross_attn(x, memory, memory, mem_mask)))
+    return s.norm3(s.dropout3(x + s.ff(x)))
+
+
+def dropout_always(s, x, memory, tgt_mask, mem_mask):  # F.dropout without training=self.training
+    x = s.norm1(x + F.dropout(s.self_attn(x, x, x, tgt_mask), s.dropout1.p))
+    x = s.norm2(x + F.dropout(s.cross_attn(x, memory, memory, mem_mask), s.dropout2.p))
+    return s.norm3(x + F.dropout(s.ff(x), s.dropout3.p))
+
+
+class FixedDropout(nn.Module):
+    def __init__(self, p, training):
+        super().__init__()
+        self.p, self.on = p, training
+
+    def forward(self, x):
+        return F.dropout(x, self.p, self.on)
+
+
+def with_dropout(s, p):
+    """A view of layer s whose dropout1..3 drop with a fixed p (as `F.dropout(y, 0.1, self.training)` would)."""
+    view = type("View", (), {})()
+    view.__dict__.update({name: getattr(s, name) for name in ("self_attn", "cross_attn", "ff", "norm1", "norm2",
+                                                               "norm3", "norm_first")})
+    view.dropout1 = view.dropout2 = view.dropout3 = FixedDropout(p, s.training)
+    return view
+
+
 DECODER_WRONG = [
     ("no_causal_mask", decoder(post_decoder(causal=False))),
     ("kv_from_decoder", decoder(post_decoder(kv_from_decoder=True))),
@@ -348,6 +433,13 @@ DECODER_WRONG = [
     ("norms_mixed_up_pre_norm", decoder(DecoderLayer.forward, pre_decoder(norms=("norm2", "norm3", "norm1")))),
     ("future_leak", decoder(future_leak)),
     ("no_dropout", decoder(post_decoder(), pre_decoder())),
+    ("memory_normalised", decoder(DecoderLayer.forward, memory_normalised)),
+    ("dropout_on_residual_sum", decoder(dropouts_on_sums)),
+    ("dropout_p_hardcoded", decoder(lambda s, x, mem, tm, mm: DecoderLayer.forward(with_dropout(s, 0.1), x, mem, tm,
+                                                                                   mm))),
+    ("dropout_in_eval_mode", decoder(dropout_always)),
+    ("wrong_gradients", decoder(lambda s, x, mem, tm, mm: DecoderLayer.forward(s, x, mem.detach(), tm, mm))),
+    ("changes_input", decoder(lambda s, x, mem, tm, mm: (DecoderLayer.forward(s, x, mem, tm, mm), mem.zero_())[0])),
     ("not_a_class", None),
     ("not_a_class", "DecoderLayer"),
     ("not_a_module", NotAModule),
@@ -433,10 +525,14 @@ class StudentTransformer(nn.Module):
                                     for _ in range(num_layers)),
             "norm": StubLayerNorm(d_model) if norm_first else nn.Identity()})
         self.generator = nn.Linear(d_model, tgt_vocab_size)
-        if share_embeddings:
+        if share_embeddings and self.bugs.get("copies_shared"):  # equal copies, not one parameter
+            self.tgt_embed = nn.Embedding(tgt_vocab_size, d_model)
+        elif share_embeddings:
             self.generator.weight = self.src_embed.weight
 
     def make_src_mask(self, src):
+        if self.bugs.get("pad_zero"):
+            return (src != 0)[:, None, None, :]
         if self.bugs.get("float_mask"):
             return (src != self.pad_id)[:, None, None, :].float()
         if self.bugs.get("mask_2d"):
@@ -446,6 +542,8 @@ class StudentTransformer(nn.Module):
     def make_tgt_mask(self, tgt):
         length = tgt.shape[1]
         causal = torch.tril(torch.ones(length, length, dtype=torch.bool, device=tgt.device))
+        if self.bugs.get("cpu_mask"):  # built without device=: on the CPU whatever the ids' device
+            causal = torch.tril(torch.ones(length, length, dtype=torch.bool))
         padding = (tgt != self.pad_id)[:, None, None, :]
         return {"causal": causal, "padding": padding}.get(self.bugs.get("tgt_mask"), causal & padding)
 
@@ -465,6 +563,8 @@ class StudentTransformer(nn.Module):
             x = self.src_embed(src) * math.sqrt(self.d_model) + self.positional.pe[:src.shape[1]]
         else:
             x = self._embed(src, self.tgt_embed if self.bugs.get("swap_embeddings") else self.src_embed)
+        if self.bugs.get("dropout_always"):  # F.dropout without training=self.training
+            x = F.dropout(x, 0.1)
         out = x
         for layer in self.encoder.layers:
             out = layer(x if self.bugs.get("not_chained") else out, None if self.bugs.get("no_enc_mask") else src_mask)
@@ -487,6 +587,8 @@ class StudentTransformer(nn.Module):
         if self.bugs.get("no_generator"):
             return y
         logits = self.generator(y)
+        if self.bugs.get("dropout_on_logits"):  # an extra dropout: the same logits in eval mode
+            logits = F.dropout(logits, 0.1, self.training)
         return logits.softmax(-1) if self.bugs.get("softmax") else logits
 
     def forward(self, src, tgt):
@@ -497,7 +599,12 @@ class StudentTransformer(nn.Module):
         if self.bugs.get("shifts_tgt"):
             tgt, tgt_mask = tgt[:, :-1], self.make_tgt_mask(tgt[:, :-1])
         memory = self.encode(src, src_mask)
-        return self.decode(tgt, memory, None if self.bugs.get("forward_no_cross_mask") else src_mask, tgt_mask)
+        if self.bugs.get("detached_memory"):
+            memory = memory.detach()
+        logits = self.decode(tgt, memory, None if self.bugs.get("forward_no_cross_mask") else src_mask, tgt_mask)
+        if self.bugs.get("zeroes_src"):
+            src.zero_()
+        return logits
 
 
 def transformer(**bugs):
@@ -541,6 +648,13 @@ TRANSFORMER_WRONG = [
     ("returns_probabilities", transformer(softmax=True)),
     ("no_dropout", transformer(manual_pe_src=True)),
     ("no_dropout", transformer(manual_pe_tgt=True)),
+    ("pad_id_hardcoded", transformer(pad_zero=True)),
+    ("mask_wrong_device", transformer(cpu_mask=True)),
+    ("embeddings_not_shared", transformer(copies_shared=True)),
+    ("train_mode_differs", transformer(dropout_on_logits=True)),
+    ("dropout_in_eval_mode", transformer(dropout_always=True)),
+    ("wrong_gradients", transformer(detached_memory=True)),
+    ("changes_input", transformer(zeroes_src=True)),
     ("not_a_class", None),
     ("not_a_class", "Transformer"),
     ("not_a_module", type("Transformer", (), {"__init__": lambda self, *a, **k: None})),
@@ -693,3 +807,47 @@ def test_checks_do_not_disturb_the_global_random_state():
                          (check_transformer, Transformer), (check_greedy_decode, greedy_decode)):
         assert check(right)
     assert torch.equal(torch.rand(3), expected)
+
+
+# ---------------------------------------------------------------------- honest naming
+def scaled(forward, factor=1.01):
+    """forward with its output scaled a little: wrong, but no known mistake."""
+    return lambda *args: forward(*args) * factor
+
+
+UNRELATED = {  # wrong answers that are none of the known mistakes: each must get a localised message, not a code
+    "layer_norm": [layer_norm(scaled(explicit)),
+                   layer_norm(lambda s, x: explicit(s, x) + 0.01 * x),
+                   layer_norm(lambda s, x: s.weight * (x - mean(x)) / torch.sqrt(var(x) + 0.5) + s.bias)],
+    "feed_forward": [feed_forward(scaled(lambda s, x: s.linear2(s.dropout(torch.relu(s.linear1(x)))))),
+                     feed_forward(lambda s, x: s.linear2(s.dropout(F.leaky_relu(s.linear1(x), 0.2))))],
+    "encoder_layer": [encoder(scaled(EncoderLayer.forward)),
+                      encoder(EncoderLayer.forward, scaled(EncoderLayer.forward)),
+                      encoder(lambda s, x, m: EncoderLayer.forward(s, x, m) + 0.01)],
+    "decoder_layer": [decoder(scaled(DecoderLayer.forward)),
+                      decoder(DecoderLayer.forward, scaled(DecoderLayer.forward, 0.9))],
+    "transformer": [type("Transformer", (StudentTransformer,), {
+        "decode": lambda self, *args: StudentTransformer.decode(self, *args) * 1.01})],
+}
+UNRELATED_CASES = [(name, i) for name, cases in UNRELATED.items() for i in range(len(cases))]
+
+
+@pytest.mark.parametrize("name, i", UNRELATED_CASES, ids=[f"{name}-{i}" for name, i in UNRELATED_CASES])
+def test_no_code_fires_for_an_unrelated_wrong_answer(name, i):
+    v = verdict(CHECKS[name], UNRELATED[name][i])
+    assert not v and v.mistake not in EXERCISES[name].mistakes, v
+    assert "differs from" in v.message, v
+
+
+def test_dropout_left_on_in_eval_mode_is_not_told_the_mask_is_missing():
+    """The issue's wrong naming: a layer that drops in eval mode was told its padding mask is not applied."""
+    v = wrong_verdict("encoder_layer", next(i for i, (code, _) in enumerate(ENCODER_WRONG)
+                                            if code == "dropout_in_eval_mode"))
+    assert v.mistake == "dropout_in_eval_mode" and "padding" not in v.message and "not applied" not in v.message, v
+
+
+def test_masks_on_the_ids_device_pass_on_meta():
+    """The notebook's masks built with device=tgt.device pass the meta-tensor device check (and the CPU ones fail)."""
+    assert verdict(check_transformer, transformer())
+    assert wrong_verdict("transformer", next(i for i, (code, _) in enumerate(TRANSFORMER_WRONG)
+                                             if code == "mask_wrong_device")).mistake == "mask_wrong_device"

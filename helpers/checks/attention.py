@@ -34,6 +34,13 @@ SOFTMAX_MISTAKES = {
                           "Divide each slice by its own sum, taken along `axis`.",
     "axis_ignored": "you ignored the `axis` argument (or used the wrong one: {used} instead of {axis}): the softmax "
                     "runs along `axis`, so both the maximum and the sum must be taken along it.",
+    "max_without_keepdims": "the maximum lost its axis: taken along `axis`, it has one axis fewer than the input, "
+                            "so broadcasting subtracts each slice's maximum from the wrong entries (or fails). Keep "
+                            "the reduced axis as an axis of size 1.",
+    "subtracted_min": "you subtracted each slice's MINIMUM: then the largest entry can be over 709 above it and "
+                      "exp overflows to inf. Subtract the maximum, so the largest exponent is exp(0) = 1.",
+    "subtracted_mean": "you subtracted each slice's MEAN: an entry far above the mean still overflows exp. "
+                       "Subtract the maximum, so the largest exponent is exp(0) = 1.",
     "sum_without_keepdims": "the sum lost its axis: once the summed axis disappears, broadcasting pairs the sums "
                             "with the wrong entries (or fails). Keep the summed axis as an axis of size 1, for the "
                             "maximum and for the sum.",
@@ -48,15 +55,18 @@ def softmax_cases() -> list[tuple[str, np.ndarray, dict]]:
         (tr("softmax:case_axis_0", "a 4 x 6 matrix with axis=0"), _seeded(21, 4, 6, scale=3.0), {"axis": 0}),
         (tr("softmax:case_axis_1", "a 2 x 3 x 4 array with axis=1"), _seeded(22, 2, 3, 4, scale=2.0), {"axis": 1}),
         (tr("softmax:case_large", "logits of about +1000 and -1000"),
-         np.array([[1000.0, 1000.0, 999.0, 990.0], [-1000.0, -1000.0, -1001.0, -1010.0]]), {}),
+         np.array([[1000.0, 1000.0, 999.0, 990.0], [-1000.0, -1000.0, -1001.0, -1010.0],
+                   [700.0, -1000.0, -1000.0, -1000.0], [500.0, 0.0, 0.0, -300.0]]), {}),
     ]
 
 
-def _no_keepdims(x: np.ndarray, axis: int) -> np.ndarray | None:
-    e = np.exp(x - x.max(axis=axis, keepdims=True))
+def _no_keepdims(x: np.ndarray, axis: int, max_kept: bool = True, sum_kept: bool = False) -> np.ndarray | None:
+    """The softmax with the maximum and/or the sum taken without keepdims (numpy's broadcasting then pairs
+    them with the wrong entries); None where that broadcasting fails (the student's version crashes)."""
     try:
-        return e / e.sum(axis=axis)
-    except ValueError:  # the student's version crashes there; the check recognises the crash
+        e = np.exp(x - x.max(axis=axis, keepdims=max_kept))
+        return e / e.sum(axis=axis, keepdims=sum_kept)
+    except ValueError:
         return None
 
 
@@ -70,14 +80,22 @@ def wrong_softmaxes(x: np.ndarray, axis: int = -1) -> dict:
             "max_of_whole_array": whole / whole.sum(axis=axis, keepdims=True),
             "sum_of_whole_array": rowwise / rowwise.sum(),
         }
+        low = np.exp(x - x.min(axis=axis, keepdims=True))
+        middle = np.exp(x - x.mean(axis=axis, keepdims=True))
+        wrong["subtracted_min"] = low / low.sum(axis=axis, keepdims=True)
+        wrong["subtracted_mean"] = middle / middle.sum(axis=axis, keepdims=True)
         for used in range(x.ndim):
             if used != axis % x.ndim:
                 wrong[Known("axis_ignored", used=used, axis=axis)] = softmax(x, axis=used)
         wrong["sum_without_keepdims"] = _no_keepdims(x, axis)
+        for sum_kept in (True, False):  # the maximum without keepdims, the sum with or without
+            wrong[Known("max_without_keepdims")] = _no_keepdims(x, axis, max_kept=False, sum_kept=sum_kept)
     return wrong
 
 
 @exercise("softmax", notebook="02_attention", defines="softmax",
+          off_limits=("helpers.attention.softmax", "helpers.attention.masked_softmax", "scipy.special.softmax",
+                      "torch.softmax", "torch.nn.functional.softmax", "torch.Tensor.softmax"),
           success="correct! Stable at logits of 1000, and each slice along `axis` sums to 1.",
           mistakes=SOFTMAX_MISTAKES)
 def check_softmax(softmax_fn: Callable) -> str:
@@ -101,6 +119,8 @@ def check_softmax(softmax_fn: Callable) -> str:
 ATTENTION_MISTAKES = {
     "not_scaled": "you forgot to divide the scores by sqrt(d_k): the weights are softmax(Q K^T / sqrt(d_k)).",
     "divided_by_d_k": "you divided by d_k instead of sqrt(d_k): the scale is 1 / sqrt(d_k) (= 1/8 for d_k = 64).",
+    "scaled_by_sqrt_l_k": "you scaled by sqrt(L_k), the square root of the NUMBER of keys; the scale is "
+                          "1 / sqrt(d_k), with d_k the width of Q and K (their last axis).",
     "scaled_by_sqrt_d_v": "you scaled by sqrt(d_v), the width of V; the scale is 1 / sqrt(d_k), with d_k the width "
                           "of Q and K (their last axis).",
     "softmax_wrong_axis": "your softmax runs over the wrong axis (over the queries): each ROW of the weights, one "
@@ -178,6 +198,8 @@ def wrong_attentions(Q: np.ndarray, K: np.ndarray, V: np.ndarray, mask: Any) -> 
         add("divided_by_d_k", masked(raw / d_k))
         if d_v != d_k:
             add("scaled_by_sqrt_d_v", masked(raw / math.sqrt(d_v)))
+        if K.shape[-2] != d_k:
+            add("scaled_by_sqrt_l_k", masked(raw / math.sqrt(K.shape[-2])))
         e = np.exp(filled - np.max(filled, axis=-2, keepdims=True))
         add("softmax_wrong_axis", e / e.sum(axis=-2, keepdims=True))
         if K.shape[-2] == K.shape[-1]:  # only then does Q @ K run without the transpose
@@ -191,6 +213,8 @@ def wrong_attentions(Q: np.ndarray, K: np.ndarray, V: np.ndarray, mask: Any) -> 
 
 
 @exercise("scaled_dot_product_attention", notebook="02_attention", defines="scaled_dot_product_attention",
+          off_limits=("helpers.attention.scaled_dot_product_attention",
+                      "torch.nn.functional.scaled_dot_product_attention"),
           success="correct! softmax(Q K^T / sqrt(d_k)) V, batched, masked and stable at large scores.",
           mistakes=ATTENTION_MISTAKES)
 def check_scaled_dot_product_attention(attention_fn: Callable) -> str:

@@ -20,15 +20,15 @@ display is the one verdict line and which is truthy exactly when the exercise pa
 
 A check never raises, with one exception: under nbgrader's autograding (the environment variable
 ``NBGRADER_EXECUTION`` is set) a verdict other than a pass raises ``CheckFailed`` with the verdict
-line as its message, so that the check cell earns no points. When ``HELPERS_GRADE_LOG`` names a
-file, each verdict is also appended to it as one JSON line, which the course grader reads.
+line as its message, so that the check cell earns no points. The course grader does not read the
+verdicts a notebook's kernel computes: it computes its own (course_tools/verdicts.py).
 """
 
 from __future__ import annotations
 
 import contextlib
 import functools
-import json
+import inspect
 import math
 import os
 import string
@@ -40,7 +40,7 @@ from typing import Any, Callable
 import numpy as np
 
 from ..i18n import tr
-from .guard import forbidden
+from .guard import OffLimitsUsed, forbidden, off_limits_name, used
 
 PASS, FAIL, TODO = "pass", "fail", "todo"
 SYMBOLS = {PASS: "✅", FAIL: "❌", TODO: "📝"}
@@ -54,9 +54,16 @@ GENERIC_MISTAKES = {
     "raised_error": "{call} raised {error}{where}",
     "wrong_shape": "{what} has shape {actual}, expected {expected}.{hint}",
     "not_finite": "{what} contains NaN or inf (first at index {index}).",
-    "complex_values": "{what} returned complex numbers; expected real numbers.",
-    "not_numbers": "{what} returned {kind}, not numbers: return the numbers themselves, not their text.",
     "check_error": "the check could not run ({error}).",
+    "complex_values": "{what} holds complex numbers (for example {example}): the answer is real. Look for a "
+                      "square root or a power of a negative number, or a stray `j`.",
+    "not_numbers": "{what} holds {kind}, not numbers: return the numbers themselves (an array or a tensor of "
+                   "floats), not their text.",
+    "changed_input": "{call} changed its argument `{name}` in place: the caller's array is not the same after "
+                     "the call. Compute on a copy (or with operations that return new arrays, such as x - m "
+                     "instead of x -= m).",
+    "used_off_limits": "{call} called `{name}`, which is off limits in this exercise: the point is to write it "
+                       "yourself. Remove that call and compute the result with the operations the exercise describes.",
 }
 
 
@@ -193,7 +200,7 @@ _SILENCED = [0]  # > 0 inside silenced(): verdicts are neither logged nor raised
 
 @contextlib.contextmanager
 def silenced():
-    """Run checks without logging their verdicts for the grader and without raising under nbgrader.
+    """Run checks without raising under nbgrader.
 
     For code that checks ANOTHER notebook's exercises (to decide whether to use the student's
     version): those verdicts must not count as this notebook's."""
@@ -235,16 +242,10 @@ class Verdict:
         return {"name": self.exercise, "status": self.status, "mistake": self.mistake, "message": self.message}
 
     def record(self) -> "Verdict":
-        """Log the verdict for the grader; under nbgrader's autograding, raise when it is not a pass."""
+        """Under nbgrader's autograding, raise when the verdict is not a pass (the course grader computes
+        its own verdicts in a fresh interpreter, course_tools/verdicts.py: nothing is logged for it)."""
         if _SILENCED[0]:
             return self
-        path = os.environ.get("HELPERS_GRADE_LOG")
-        if path:
-            try:
-                with open(path, "a", encoding="utf-8") as log:
-                    log.write(json.dumps(self.to_dict(), ensure_ascii=False) + "\n")
-            except OSError:
-                pass
         if os.environ.get("NBGRADER_EXECUTION") and not self:
             raise CheckFailed(str(self))
         return self
@@ -281,16 +282,31 @@ def call(func: Any, *args: Any, **kwargs: Any) -> Any:
     """Call the student's function quietly; turn its stub or its crash into a readable message."""
     if not callable(func):
         raise generic("not_callable", kind=type(func).__name__)
+    declared = current_exercise()  # a check that names changed inputs itself keeps that job
+    own = declared is not None and bool({"changes_input", "modified_input", "input_modified"} & set(declared.mistakes))
+    snapshots = [] if own else _snapshots(func, args, kwargs)
     try:
         with warnings.catch_warnings(), np.errstate(all="ignore"), forbidden(current_exercise()):
             warnings.simplefilter("ignore")
-            return func(*args, **kwargs)
+            result = func(*args, **kwargs)
+            tried = used()
+        if tried:  # the student's code called something off limits, and caught the error it raised
+            raise OffLimitsUsed(tried[0])
+        for name, value, before in snapshots:
+            if not _unchanged(value, before):
+                raise _ChangedInput(name)
+        return result
+    except _ChangedInput as changed:
+        raise generic("changed_input", call=_call_label(func, args, kwargs), name=changed.name) from None
     except NotImplementedError:
         raise NotImplementedYet("replace `# Your Code Here` and `raise NotImplementedError()` "
                                 "with your code.") from None
-    except KeyboardInterrupt:  # the student interrupts a hang: stop the cell
+    except KeyboardInterrupt:  # the student stops a hang: the cell stops, as they asked
         raise
-    except BaseException as error:  # noqa: BLE001 - sys.exit() too: one line, never a traceback
+    except BaseException as error:  # noqa: BLE001 - SystemExit too: report where it broke, in one line
+        name = used()[0] if used() else off_limits_name(error)
+        if name or isinstance(error, OffLimitsUsed):
+            raise generic("used_off_limits", call=_call_label(func, args, kwargs), name=name or str(error)) from None
         where = ""
         frames = traceback.extract_tb(error.__traceback__)
         if len(frames) > 1:
@@ -300,6 +316,40 @@ def call(func: Any, *args: Any, **kwargs: Any) -> Any:
                      else tr("harness:at_line", " (at line {line})", line=frame.lineno))
         raise generic("raised_error", call=_call_label(func, args, kwargs), error=f"{type(error).__name__}: {error}",
                       where=where) from None
+
+
+class _ChangedInput(Exception):
+    def __init__(self, name: str):
+        super().__init__(name)
+        self.name = name
+
+
+def _snapshots(func: Any, args: tuple, kwargs: dict) -> list[tuple[str, Any, Any]]:
+    """(argument name, the array or tensor passed, a copy of it) for each array or tensor argument."""
+    try:
+        names = list(inspect.signature(func).parameters)
+    except (TypeError, ValueError):
+        names = []
+    found = []
+    for index, value in list(enumerate(args)) + list(kwargs.items()):
+        name = index if isinstance(index, str) else (names[index] if index < len(names) else f"argument {index + 1}")
+        if isinstance(value, np.ndarray):
+            found.append((name, value, value.copy()))
+        elif hasattr(value, "detach") and hasattr(value, "clone") and getattr(value, "device", None) is not None:
+            if str(value.device) != "meta":
+                found.append((name, value, value.detach().clone()))
+    return found
+
+
+def _unchanged(value: Any, before: Any) -> bool:
+    if isinstance(value, np.ndarray):
+        return value.shape == before.shape and np.array_equal(value, before, equal_nan=value.dtype.kind in "fc")
+    now = value.detach()
+    if now.shape != before.shape:
+        return False
+    if now.is_floating_point() or now.is_complex():
+        return bool(((now == before) | (now.isnan() & before.isnan())).all())
+    return bool((now == before).all())
 
 
 def _call_label(func: Any, args: tuple, kwargs: dict) -> str:
@@ -324,7 +374,23 @@ def as_numpy(value: Any, what: str, dtype: Any = None, kind: str | None = None) 
     if value is None:
         raise generic("returned_none", what=what)
     if hasattr(value, "detach") and hasattr(value, "cpu"):  # a torch tensor
-        value = value.detach().cpu().numpy()
+        value = value.detach().cpu()
+        value = value.resolve_conj().numpy() if value.is_complex() else value.numpy()
+    if dtype is not None and np.dtype(dtype).kind == "f":  # numbers expected: no silent complex or text
+        try:
+            raw = np.asarray(value)
+        except Exception:  # noqa: BLE001 - ragged lists: the conversion below explains
+            raw = None
+        if raw is not None:
+            if raw.dtype.kind == "c" or (raw.dtype.kind == "O" and any(isinstance(v, complex) for v in raw.flat)):
+                flat = raw.reshape(-1)
+                example = next((v for v in flat if complex(v).imag != 0), flat[0] if flat.size else 0j)
+                raise generic("complex_values", what=what, example=f"{complex(example):.4g}")
+            text = raw.dtype.kind == "O" and any(isinstance(v, (str, bytes)) for v in raw.flat)
+            if raw.dtype.kind in "USb" or text:
+                kinds = {"U": tr("harness:strings", "strings"), "S": tr("harness:bytes", "bytes"),
+                         "b": tr("harness:booleans", "booleans (True/False)")}
+                raise generic("not_numbers", what=what, kind=kinds.get(raw.dtype.kind) or kinds["U"])
     try:
         with warnings.catch_warnings():
             warnings.simplefilter("ignore")
@@ -335,16 +401,8 @@ def as_numpy(value: Any, what: str, dtype: Any = None, kind: str | None = None) 
 
 
 def to_array(value: Any, what: str) -> np.ndarray:
-    """Turn a returned value into a float64 numpy array, or explain why it cannot be one.
-
-    Complex values, strings and objects that are not numbers fail: their imaginary part is never dropped."""
-    raw = as_numpy(value, what, None, tr("harness:an_array_of_numbers", "an array of numbers"))
-    if raw.dtype.kind == "c":
-        raise generic("complex_values", what=what)
-    if raw.dtype.kind in "USV" or (raw.dtype.kind == "O" and any(
-            isinstance(item, (str, bytes, complex)) for item in raw.reshape(-1).tolist())):
-        raise generic("not_numbers", what=what, kind=f"{type(value).__name__} ({raw.dtype})")
-    return as_numpy(raw, what, np.float64, tr("harness:an_array_of_numbers", "an array of numbers"))
+    """Turn a returned value into a float64 numpy array, or explain why it cannot be one."""
+    return as_numpy(value, what, np.float64, tr("harness:an_array_of_numbers", "an array of numbers"))
 
 
 def output_and_weights(result: Any, what: str) -> tuple[np.ndarray, np.ndarray]:
@@ -375,7 +433,7 @@ def expect_finite(array: np.ndarray, what: str) -> None:
 
 def same(actual: Any, expected: Any, atol: float = 1e-5) -> bool:
     """True when two arrays (or two (output, weights) pairs) have the same shapes and agree to
-    float32-level tolerance (an answer computed in torch's default float32 passes). NaN equals NaN,
+    float32-level tolerance (an answer computed in float32, torch's default, is right). NaN equals NaN,
     so a known wrong answer that gives NaN is recognised."""
     if isinstance(expected, tuple):
         return (isinstance(actual, tuple) and len(actual) == len(expected)
@@ -395,12 +453,22 @@ def match_known(actual: Any, wrong_answers: dict[Any, Any]) -> None:
             raise key if isinstance(key, Known) else Known(key)
 
 
+def distinct(actual: float, expected: float) -> tuple[str, str]:
+    """Two numbers written with just enough digits to look different (never "0.821856" against "0.821856")."""
+    for digits in range(6, 18):
+        a, b = f"{actual:.{digits}g}", f"{expected:.{digits}g}"
+        if a != b:
+            return a, b
+    return repr(float(actual)), repr(float(expected))
+
+
 def first_difference(actual: np.ndarray, expected: np.ndarray) -> str:
     """Describe the entry where two same-shaped arrays differ most."""
     diff = np.nan_to_num(np.abs(actual - expected), nan=np.inf)
     index = tuple(int(i) for i in np.unravel_index(int(np.argmax(diff)), diff.shape))
-    return tr("harness:first_difference", "at index {index} you have {actual:.6g}, the reference has {expected:.6g}",
-              index=index, actual=actual[index], expected=expected[index])
+    got, want = distinct(actual[index], expected[index])
+    return tr("harness:first_difference", "at index {index} you have {actual}, the reference has {expected}",
+              index=index, actual=got, expected=want)
 
 
 def compare(actual: np.ndarray, expected: np.ndarray, wrong_answers: dict[str, Any], what: str) -> None:
@@ -419,6 +487,6 @@ def is_close(a: float, b: float, tol: float = 1e-6) -> bool:
 
 
 __all__ = ["CheckFailed", "EXERCISES", "Exercise", "FAIL", "GENERIC_MISTAKES", "Known", "Mistake", "NotImplementedYet",
-           "PASS", "SYMBOLS", "TODO", "Verdict", "as_numpy", "call", "compare", "current_exercise", "exercise",
-           "exercises_in", "expect_finite", "expect_shape", "first_difference", "generic", "hint_fields", "is_close",
-           "match_known", "output_and_weights", "same", "silenced", "to_array"]
+           "PASS", "SYMBOLS", "TODO", "Verdict", "as_numpy", "call", "compare", "current_exercise", "distinct",
+           "exercise", "exercises_in", "expect_finite", "expect_shape", "first_difference", "generic", "hint_fields",
+           "is_close", "match_known", "output_and_weights", "same", "silenced", "to_array"]

@@ -61,6 +61,8 @@ def wrong_causal_masks(size: int) -> dict:
 
 
 @exercise("causal_mask", notebook="04_masking", defines="causal_mask",
+          off_limits=("helpers.masking.causal_mask", "helpers.masking.causal_mask_torch",
+                      "helpers.masking.decoder_mask"),
           success="correct! Lower triangle including the diagonal: no query sees its future.",
           mistakes=CAUSAL_MISTAKES)
 def check_causal_mask(causal_fn: Callable) -> str:
@@ -107,6 +109,7 @@ PADDING_MISTAKES = {
 
 
 @exercise("padding_mask", notebook="04_masking", defines="padding_mask",
+          off_limits=("helpers.masking.padding_mask", "helpers.masking.decoder_mask"),
           success="correct! True for real tokens, False for padding, shape (batch, 1, 1, L).",
           mistakes=PADDING_MISTAKES)
 def check_padding_mask(padding_fn: Callable) -> str:
@@ -151,10 +154,12 @@ def masked_softmax_cases() -> list[tuple[str, np.ndarray, np.ndarray]]:
     mask2[1, 0, :] = False
     scores3 = rng.normal(scale=2.0, size=(2, 3, 4, 6))
     mask3 = padding_mask(np.array([[7, 8, 9, 0, 0, 0], [1, 2, 3, 4, 5, 0]]), 0)  # (2, 1, 1, 6)
+    scores4 = rng.normal(scale=400.0, size=(2, 6, 6))  # scores in the hundreds: exp overflows without the max
     return [
         (tr("masked_softmax:case_causal", "scores (5, 5), causal mask"), scores1, causal_mask(5)),
         (tr("masked_softmax:case_empty_rows", "scores (2, 4, 5), a mask with fully masked rows"), scores2, mask2),
         (tr("masked_softmax:case_padding", "scores (2, 3, 4, 6), padding mask (2, 1, 1, 6)"), scores3, mask3),
+        (tr("masked_softmax:case_large", "large scores (2, 6, 6), causal mask"), scores4, causal_mask(6)),
     ]
 
 
@@ -174,6 +179,9 @@ MASKED_SOFTMAX_MISTAKES = {
     "mask_ignored": "you ignored the mask: blocked keys (mask == False) must get zero weight.",
     "softmax_wrong_axis": "the softmax runs over the wrong axis: each row (one query, all keys) must sum to 1, so "
                           "it runs over the last axis.",
+    "overflows": "your softmax overflows on large scores: exp(1000) is inf and inf / inf is NaN. Subtract the "
+                 "maximum of each row's ALLOWED scores before exponentiating (a fully masked row has none: give it "
+                 "zeros).",
     "blocked_not_zero": "{what}: blocked keys must get EXACTLY zero weight (got up to {largest}): a finite "
                         "fill such as -100 leaves exp(-100), which is not 0.",
 }
@@ -191,10 +199,21 @@ def wrong_masked_softmaxes(scores: np.ndarray, mask: np.ndarray) -> dict:
             "mask_after_softmax": softmax(scores) * full,
             "mask_ignored": softmax(scores),
             "softmax_wrong_axis": softmax(np.where(full, scores, -np.inf), axis=-2),
+            "overflows": _unshifted(scores, full),
         }
 
 
+def _unshifted(scores: np.ndarray, full: np.ndarray) -> np.ndarray:
+    """The masked softmax without subtracting the maximum: exp overflows to inf on large scores."""
+    with np.errstate(all="ignore"):
+        e = np.where(full, np.exp(scores), 0.0)
+        total = e.sum(axis=-1, keepdims=True)
+        return np.where(total > 0, e / np.where(total > 0, total, 1.0), 0.0)
+
+
 @exercise("masked_softmax", notebook="04_masking", defines="masked_softmax",
+          off_limits=("helpers.attention.masked_softmax",
+                      "helpers.attention.scaled_dot_product_attention"),
           success="correct! Blocked keys get exactly 0, fully masked rows are all zeros, no NaN.",
           mistakes=MASKED_SOFTMAX_MISTAKES)
 def check_masked_softmax(masked_softmax_fn: Callable) -> str:
@@ -208,7 +227,8 @@ def check_masked_softmax(masked_softmax_fn: Callable) -> str:
         blocked = ~np.broadcast_to(mask, scores.shape)
         if np.any(result[blocked] != 0.0):
             raise Known("blocked_not_zero", what=what, largest=f"{np.abs(result[blocked]).max():.2g}")
-    return tr("masked_softmax:checked", "Checked a causal mask, fully masked rows and a broadcast padding mask.")
+    return tr("masked_softmax:checked", "Checked a causal mask, fully masked rows, a broadcast padding mask and "
+              "scores in the hundreds.")
 
 
 __all__ = ["CAUSAL_MISTAKES", "MASKED_SOFTMAX_MISTAKES", "PADDING_MISTAKES", "check_causal_mask",

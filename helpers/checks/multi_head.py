@@ -38,6 +38,8 @@ COMBINE_MISTAKES = {
                          "order (batch, L, h, d_k), not (batch, L, d_k, h).",
     "not_reshaped": "{what} has shape {shape}: after exchanging the axes, the last two (h, d_k) still have "
                     "to be merged into one of h * d_k, giving {expected}.",
+    "heads_reversed": "you concatenated the heads in reverse order (the last head's features first). Keep the "
+                      "head order: head 0's d_k features take columns 0 .. d_k - 1, head 1's the next d_k, ...",
 }
 
 
@@ -61,7 +63,8 @@ def wrong_splits(x: np.ndarray, num_heads: int) -> dict:
 
 
 @exercise("split_heads", notebook="03_multi_head_attention", defines="split_heads",
-          success="correct! (batch, L, d_model) -> (batch, h, L, d_k), head i owns columns i*d_k...",
+          off_limits=("helpers.multi_head.split_heads",),
+          success="correct! (batch, L, d_model) -> (batch, h, L, d_k): head i owns columns i*d_k to (i+1)*d_k - 1.",
           mistakes=SPLIT_MISTAKES)
 def check_split_heads(split_fn: Callable) -> str:
     """Check a student's split_heads(x, num_heads): (batch, L, d_model) -> (batch, h, L, d_k)."""
@@ -85,10 +88,12 @@ def wrong_combines(x: np.ndarray) -> dict:
     return {
         "reshape_without_transpose": x.reshape(batch, length, heads * d_k),
         "heads_interleaved": x.transpose(0, 2, 3, 1).reshape(batch, length, heads * d_k),
+        "heads_reversed": x[:, ::-1].transpose(0, 2, 1, 3).reshape(batch, length, heads * d_k),
     }
 
 
 @exercise("combine_heads", notebook="03_multi_head_attention", defines="combine_heads",
+          off_limits=("helpers.multi_head.combine_heads",),
           success="correct! It undoes split_heads: the heads are concatenated back to d_model.",
           mistakes=COMBINE_MISTAKES)
 def check_combine_heads(combine_fn: Callable) -> str:
@@ -121,6 +126,8 @@ MHA_MISTAKES = {
     "weights_transposed": "the weight matrices are used transposed: in the row-vector convention the inputs "
                           "multiply w_q, w_k, w_v and w_o from the left, as they are (Q = x_q W^Q).",
     "mask_ignored": "you ignored the mask: pass it to the attention of every head (it broadcasts over h).",
+    "k_v_swapped": "the keys and the values use each other's projection: K = x_kv w_k and V = x_kv w_v, not "
+                   "the other way round.",
     "weights_averaged_over_heads": "{what}: the weights have shape {shape}; keep one matrix per head, "
                                    "(batch, h, L_q, L_k) = {expected}, without averaging over the heads.",
     "output_wrong_weights_right": "{what}: the weights are right but the output is not ({difference}). "
@@ -150,9 +157,11 @@ def mha_cases() -> list[tuple[str, dict]]:
 
 
 def _mha_variant(x_q, x_kv, w_q, w_k, w_v, w_o, num_heads, mask, *, scale=None, split=split_heads,
-                 combine=combine_heads, use_w_o=True, transpose_w=False, ignore_mask=False):
+                 combine=combine_heads, use_w_o=True, transpose_w=False, ignore_mask=False, swap_k_v=False):
     if transpose_w:
         w_q, w_k, w_v, w_o = w_q.T, w_k.T, w_v.T, w_o.T
+    if swap_k_v:
+        w_k, w_v = w_v, w_k
     q, k, v = split(x_q @ w_q, num_heads), split(x_kv @ w_k, num_heads), split(x_kv @ w_v, num_heads)
     d_k = q.shape[-1]
     scores = q @ np.swapaxes(k, -1, -2) / (math.sqrt(d_k) if scale is None else scale)
@@ -181,6 +190,7 @@ def wrong_multi_heads(case: dict) -> dict:
             dict(scale=math.sqrt(d_model)),
         "reshape_without_transpose": dict(split=_split_mixed, combine=_combine_mixed),
         "weights_transposed": dict(transpose_w=True),
+        "k_v_swapped": dict(swap_k_v=True),
     }
     if case["mask"] is not None:
         wrong["mask_ignored"] = dict(ignore_mask=True)
@@ -188,6 +198,8 @@ def wrong_multi_heads(case: dict) -> dict:
 
 
 @exercise("multi_head_attention", notebook="03_multi_head_attention", defines="multi_head_attention",
+          off_limits=("helpers.multi_head.multi_head_attention", "helpers.multi_head.MultiHeadAttention",
+                      "torch.nn.MultiheadAttention", "torch.nn.functional.multi_head_attention_forward"),
           success="correct! Project, split, attend per head, concatenate, project with W^O.", mistakes=MHA_MISTAKES)
 def check_multi_head_attention(mha_fn: Callable) -> str:
     """Check a student's multi_head_attention(x_q, x_kv, w_q, w_k, w_v, w_o, num_heads, mask=None)."""

@@ -27,6 +27,7 @@ from ..masking import padding_mask
 from ..schedule import transformer_lr as reference_transformer_lr
 from ..transformer import Transformer
 from .harness import Known, Mistake, call, exercise, expect_finite, generic, is_close, to_array
+from .torch_compare import TORCH_MISTAKES, protect_inputs
 
 D_MODEL, D_FF = 16, 32
 
@@ -48,6 +49,10 @@ LR_MISTAKES = {
                  "which keeps the first steps small.",
     "power_precedence": "an exponent is off: in Python `x ** -1/2` is (x ** -1) / 2, not x ** (-1/2). Write the "
                         "exponents as -0.5 and -1.5, or in parentheses.",
+    "d_model_warmup_swapped": "d_model and warmup are exchanged: the factor in front is d_model^-0.5, and the warm-up "
+                              "branch is step * warmup^-1.5.",
+    "not_a_number": "{what} returned {kind}: return one real number, a Python float (LambdaLR multiplies the "
+                    "learning rate by it).",
 }
 
 
@@ -68,6 +73,7 @@ def wrong_rates(cases: list[tuple[int, int, int]] = LR_CASES) -> dict[Any, np.nd
         "steps_from_zero": np.array([_rate(s + 1, d, w) for s, d, w in cases]),
         "max_instead_of_min": rates(pick=max),
         "no_warmup": rates(pick=lambda decay, warm: decay),
+        "d_model_warmup_swapped": np.array([_rate(s, w, d) for s, d, w in cases]),
     }
     # `x ** -1/2` for any of the three powers (d_model ** -1/2, step ** -1/2, warmup ** -3/2).
     for bits in range(1, 8):
@@ -82,24 +88,39 @@ def wrong_rates(cases: list[tuple[int, int, int]] = LR_CASES) -> dict[Any, np.nd
     return wrong
 
 
+def _one_number(value: Any, what: str) -> float:
+    """A rate as a float: a real Python or numpy number, or a 0-d array or tensor of one; else not_a_number."""
+    kind = None
+    if isinstance(value, (bool, np.bool_, str, bytes, complex, np.complexfloating)):
+        kind = tr("transformer_lr:a_kind", "a {type} ({value})", type=type(value).__name__, value=repr(value))
+    elif hasattr(value, "shape") and hasattr(value, "dtype"):  # an array or a tensor
+        dtype = str(value.dtype)
+        if (tuple(value.shape) != () or "complex" in dtype or "bool" in dtype
+                or getattr(value.dtype, "kind", "") in ("O", "U", "S")):
+            kind = tr("transformer_lr:an_array_kind", "a {type} of shape {shape} and dtype {dtype}",
+                      type=type(value).__name__, shape=tuple(value.shape), dtype=dtype)
+    elif value is not None and not isinstance(value, (int, float, np.integer, np.floating)):
+        kind = tr("transformer_lr:a_type", "a {type}", type=type(value).__name__)
+    if kind is not None:
+        raise Known("not_a_number", what=what, kind=kind)
+    out = to_array(value, what)
+    return float(out.reshape(()))
+
+
 def _same_rates(actual: np.ndarray, expected: np.ndarray) -> bool:
     """Relative comparison: the rates go down to 1e-7, below any absolute tolerance."""
     return actual.shape == expected.shape and bool(np.allclose(actual, expected, rtol=1e-6, atol=0.0))
 
 
 @exercise("transformer_lr", notebook="06_training", defines="transformer_lr",
-          success="correct! A linear warm-up, then a 1/sqrt(step) decay.", mistakes=LR_MISTAKES)
+          success="correct! A linear warm-up, then a 1/sqrt(step) decay.", mistakes=LR_MISTAKES,
+          off_limits=("helpers.schedule.transformer_lr", "helpers.schedule.scheduled_lr"))
 def check_transformer_lr(transformer_lr_fn: Any) -> str:
     """Check a student's transformer_lr(step, d_model, warmup) against the reference on many values."""
     rates = []
     for step, d_model, warmup in LR_CASES:
         what = f"transformer_lr(step={step}, d_model={d_model}, warmup={warmup})"
-        out = to_array(call(transformer_lr_fn, step, d_model, warmup), what)
-        if out.size != 1:
-            raise generic("wrong_shape", what=what, actual=out.shape,
-                          expected=tr("training:one_number", "() (one number)"),
-                          hint=tr("transformer_lr:shape_hint", " Return the learning rate of that one step."))
-        rates.append(float(out.reshape(())))
+        rates.append(_one_number(call(transformer_lr_fn, step, d_model, warmup), what))
     actual = np.array(rates)
     expected = np.array([reference_transformer_lr(s, d, w) for s, d, w in LR_CASES])
     if _same_rates(actual, expected):
@@ -138,18 +159,28 @@ LOSS_MISTAKES = {
                      "but the value is what F.cross_entropy with label_smoothing gives).",
     "not_differentiable": "the value is right, but it is {kind}: training calls backward() on it, so return the "
                           "tensor itself, computed from logits (no .item(), no detach, no torch.no_grad()).",
+    "log_of_softmax": "{what} is {value} for large logits: the softmax of a logit far below the largest is 0 and its "
+                      "log is -inf. Use torch.log_softmax(logits, dim=-1), which computes the log-probabilities in "
+                      "one stable step (without overflow).",
+    "annotated_smoothing": "you smooth as the Annotated Transformer does (eps / (V - 2) on the other tokens, 0 in the "
+                           "pad column): this course uses the paper's and PyTorch's form, eps / V on EVERY token and "
+                           "1 - eps + eps / V on the right one, and the mean cross-entropy over the real tokens.",
+    "changes_input": TORCH_MISTAKES["changes_input"],
+    "wrong_gradients": TORCH_MISTAKES["wrong_gradients"],
 }
 
 LOSS_CASES = [  # (smoothing, pad_id, V, target rows): rows with different numbers of pads
     (0.1, 0, 7, [[3, 5, 1, 2, 4], [6, 2, 2, 0, 0], [1, 4, 0, 0, 0]]),
     (0.3, 2, 5, [[4, 0, 1, 2], [3, 3, 2, 2]]),
+    (0.2, 1, 6, [[2, 5, 3, 1], [4, 0, 1, 1]]),  # large logits: log(softmax(...)) gives log(0)
 ]
+LOGIT_SCALES = (2.0, 2.0, 200.0)  # the standard deviation of the logits of each case
 
 
 def _loss_inputs(v: int, rows: list[list[int]], seed: int) -> tuple[torch.Tensor, torch.Tensor]:
     target = torch.tensor(rows)
     gen = torch.Generator().manual_seed(seed)
-    logits = 2 * torch.randn(*target.shape, v, generator=gen)
+    logits = LOGIT_SCALES[seed] * torch.randn(*target.shape, v, generator=gen)
     return logits, target
 
 
@@ -185,6 +216,15 @@ def wrong_losses(logits: torch.Tensor, target: torch.Tensor, eps: float, pad_id:
         Known("averaged_over_vocabulary"): loss.mean() / v,
         "kl_divergence": masked / n - floor,
     }
+    # The Annotated Transformer: eps / (V - 2) on the other tokens, 1 - eps on the right one, 0 in the pad column;
+    # as a cross-entropy or a KL divergence, averaged over the real tokens or summed.
+    annotated = torch.full_like(logits, eps / (v - 2)).scatter(-1, target.unsqueeze(-1), 1 - eps)
+    annotated[..., pad_id] = 0
+    cross = -(annotated * torch.log_softmax(logits, -1)).sum(-1) * keep
+    entropy = -(annotated * torch.log(annotated.clamp(min=1e-30))).sum(-1) * keep
+    for total in (cross.sum(), cross.sum() - entropy.sum()):
+        wrong[Known("annotated_smoothing")] = total / n
+        wrong[Known("annotated_smoothing")] = total
     return {key: float(value) for key, value in wrong.items()}
 
 
@@ -193,7 +233,9 @@ def _mean(loss: torch.Tensor, keep: torch.Tensor) -> torch.Tensor:
 
 
 @exercise("label_smoothing_loss", notebook="06_training", defines="LabelSmoothingLoss",
-          success="correct! Cross-entropy against the smoothed target, over the real tokens.", mistakes=LOSS_MISTAKES)
+          success="correct! Cross-entropy against the smoothed target, over the real tokens.", mistakes=LOSS_MISTAKES,
+          off_limits=("helpers.loss.LabelSmoothingLoss", "torch.nn.functional.cross_entropy:label_smoothing",
+                      "torch.nn.CrossEntropyLoss:label_smoothing"))
 def check_label_smoothing_loss(loss_class: Any) -> str:
     """Check a student's LabelSmoothingLoss(smoothing, pad_id)(logits, target) against the reference."""
     for seed, (eps, pad_id, v, rows) in enumerate(LOSS_CASES):
@@ -201,22 +243,29 @@ def check_label_smoothing_loss(loss_class: Any) -> str:
         what = f"LabelSmoothingLoss(smoothing={eps}, pad_id={pad_id})(logits, target)"
         loss_fn = call(loss_class, smoothing=eps, pad_id=pad_id)
         student_logits = logits.clone().requires_grad_(True)
-        result = call(loss_fn, student_logits, target.clone())
+        given = (student_logits.clone(), target.clone())  # not leaves: an in-place change is reported, not an error
+        result = call(loss_fn, *given)
+        protect_inputs((logits, target), given, ("logits", "target"), what)
         out = to_array(result, what)
         if out.size != 1:
             raise generic("wrong_shape", what=what, actual=out.shape,
                           expected=tr("training:one_number", "() (one number)"),
                           hint=tr("label_smoothing_loss:shape_hint", " Return the mean loss over the non-pad target "
                                   "tokens."))
+        if LOGIT_SCALES[seed] > 10 and not np.all(np.isfinite(out)):
+            raise Known("log_of_softmax", what=what, value=float(out.reshape(-1)[0]))
         expect_finite(out, what)
         value = float(out.reshape(()))
-        expected = float(reference_loss(eps, pad_id)(logits, target))
+        reference_logits = logits.clone().requires_grad_(True)
+        reference_value = reference_loss(eps, pad_id)(reference_logits, target)
+        expected = float(reference_value)
         if is_close(value, expected, 1e-5):
             if not (isinstance(result, torch.Tensor) and result.requires_grad):
                 kind = (tr("label_smoothing_loss:no_gradient", "a tensor without a gradient")
                         if isinstance(result, torch.Tensor)
                         else tr("label_smoothing_loss:a_type", "a {type}", type=type(result).__name__))
                 raise Known("not_differentiable", kind=kind)
+            _compare_loss_gradients(result, student_logits, reference_value, reference_logits, what)
             continue
         for key, wrong in wrong_losses(logits, target, eps, pad_id).items():
             if is_close(value, wrong, 1e-5):
@@ -228,6 +277,21 @@ def check_label_smoothing_loss(loss_class: Any) -> str:
                          pad_id=pad_id))
     return tr("label_smoothing_loss:checked", "Checked with {n} smoothings, pad ids and vocabularies, on batches "
               "with pads.", n=len(LOSS_CASES))
+
+
+def _compare_loss_gradients(result: torch.Tensor, logits: torch.Tensor, reference_value: torch.Tensor,
+                            reference_logits: torch.Tensor, what: str) -> None:
+    """The gradient of the loss with respect to the logits must be the reference's."""
+    reference_value.backward()
+    try:
+        call(result.backward)
+    except Mistake as error:
+        raise Known("wrong_gradients", what=what, of="", detail=tr(
+            "torch:backward_raised", " (backward() raised {error})", error=str(error)[-100:])) from None
+    expected = reference_logits.grad
+    got = torch.zeros_like(expected) if logits.grad is None else logits.grad
+    if not torch.allclose(got, expected, rtol=1e-4, atol=1e-6 * (1 + float(expected.abs().max()))):
+        raise Known("wrong_gradients", what=what, of=tr("torch:of", " of {name}", name="logits"), detail="")
 
 
 # ---------------------------------------------------------------------- greedy decoding
@@ -318,7 +382,8 @@ def wrong_decodings(model: Transformer, src: torch.Tensor) -> dict[Any, np.ndarr
 
 
 @exercise("greedy_decode", notebook="06_training", defines="greedy_decode",
-          success="correct! One token at a time, always the most likely one.", mistakes=GREEDY_MISTAKES)
+          success="correct! One token at a time, always the most likely one.", mistakes=GREEDY_MISTAKES,
+          off_limits=("helpers.decoding.greedy_decode",))
 def check_greedy_decode(greedy_decode_fn: Any) -> str:
     """Check a student's greedy_decode(model, src, max_len, start_id, end_id) against the reference."""
     model, src = _decoding_model(), _decoding_source()
@@ -326,7 +391,7 @@ def check_greedy_decode(greedy_decode_fn: Any) -> str:
     what = f"greedy_decode(model, src, max_len={MAX_LEN}, start_id={START}, end_id={END})"
     with torch.no_grad():
         expected = reference_greedy_decode(model, src, MAX_LEN, START, END).numpy()
-        result = call(greedy_decode_fn, model, src, MAX_LEN, START, END)
+        result = call(greedy_decode_fn, model, src.clone(), MAX_LEN, START, END)  # a copy: src stays as it is
     out = to_array(result, what)
     if out.ndim != 2 or out.shape[0] != batch:
         raise generic("wrong_shape", what=what, actual=out.shape,

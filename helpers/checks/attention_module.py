@@ -1,0 +1,320 @@
+"""Check for notebook 03's torch exercise: the forward of a MultiHeadAttention module.
+
+The student's class keeps the constructor of the reference ``helpers.multi_head.MultiHeadAttention``
+(projections w_q, w_k, w_v, w_o, dropout, attention_weights) and writes
+``forward(query, key, value, mask=None) -> output (batch, L_q, d_model)``. The check loads the
+reference's weights into the student's module, then compares, in eval mode and in train mode under a
+fixed seed: the output (with nn.MultiheadAttention and with the reference), the stored
+attention_weights, the gradients of the inputs and the parameters, and that the inputs are unchanged.
+"""
+
+from __future__ import annotations
+
+import math
+from typing import Any
+
+import numpy as np
+import torch
+import torch.nn.functional as F
+from torch import nn
+
+from ..i18n import tr
+from ..multi_head import MultiHeadAttention as Reference
+from ..multi_head import to_nn_multihead_attention
+from .harness import Known, call, compare, exercise, expect_shape, generic, match_known, same, to_array
+
+MODULE_MISTAKES = {
+    "not_a_class": "expected the class MultiHeadAttention itself, got {kind}. Pass the class, without ().",
+    "projection_missing": "your module has no nn.Linear `{name}` of shape (d_model, d_model): keep the given "
+                          "__init__ (w_q, w_k, w_v, w_o and dropout) and write only forward.",
+    "returned_tuple": "forward returned a {kind}; it must return only the output (batch, L_q, d_model), as "
+                      "helpers.MultiHeadAttention does, and keep the weights in self.attention_weights.",
+    "no_scaling": "the scores are not scaled: divide them by sqrt(d_k) = {sqrt_d_k}, with d_k = d_model / h.",
+    "scaled_by_sqrt_d_model": "you scaled by sqrt(d_model) = {sqrt_d_model}: each head uses its own "
+                              "d_k = d_model / h = {d_k}, so the scale is 1 / sqrt(d_k).",
+    "mask_inverted": "the mask is inverted: in this course True = may attend, so the scores to fill are those "
+                     "where the mask is False, unlike nn.MultiheadAttention's masks (True = blocked).",
+    "mask_ignored": "you ignored the mask: fill the scores where it is False before the softmax (it broadcasts "
+                    "over the heads).",
+    "softmax_wrong_axis": "the softmax runs over the wrong axis: each query's weights over the keys must sum "
+                          "to 1, so normalise over the last axis (the L_k axis).",
+    "split_without_transpose": "you split the heads with a view or reshape straight to (batch, h, L, d_k): that "
+                               "silently mixes positions across heads. Reshape to (batch, L, h, d_k), then "
+                               "exchange the L and h axes.",
+    "combine_without_transpose": "you combined the heads with a reshape straight from (batch, h, L_q, d_k) to "
+                                 "(batch, L_q, d_model): that mixes positions across heads. Exchange the h and L_q "
+                                 "axes first, then merge the last two.",
+    "no_output_projection": "you returned the concatenated heads without the output projection: pass them "
+                            "through self.w_o.",
+    "fully_masked_nan": "a query whose keys are all masked gives NaN: filling with -inf makes its softmax 0/0. "
+                        "Fill with a large finite negative number (the most negative float of the scores' dtype), "
+                        "then set the weights of the masked keys to zero.",
+    "fully_masked_uniform": "a query whose keys are all masked gets uniform weights (an average of every value) "
+                            "instead of zeros: after the softmax, set the weights of the masked keys to zero.",
+    "dropout_missing": "in training mode your output equals the output without dropout: apply self.dropout to the "
+                       "attention weights, before multiplying them by v.",
+    "dropout_on_output": "you applied dropout to the output; here it belongs on the attention weights, before "
+                         "multiplying them by v (the layers of notebook 05 apply their own dropout to the output).",
+    "weights_not_stored": "self.attention_weights is {value} after forward: store the weights "
+                          "(batch, h, L_q, L_k) there, detached; the plots read them.",
+    "weights_after_dropout": "self.attention_weights holds the weights after dropout: store them before "
+                             "dropout, as the plots expect.",
+    "weights_not_detached": "self.attention_weights is still attached to the autograd graph: store "
+                            "them detached, so that keeping them for the plots does not keep the graph alive.",
+    "gradient_blocked": "no gradient reaches {name}: something in forward cuts the graph (.detach(), .data, "
+                        "numpy, or torch.no_grad()).",
+    "input_modified": "forward changed its input `{name}` in place; use out-of-place operations "
+                      "(masked_fill, not masked_fill_).",
+}
+
+DROPOUT = 0.5
+_STATIC = ("helpers.multi_head.MultiHeadAttention", "torch.nn.MultiheadAttention",
+           "torch.nn.functional.scaled_dot_product_attention", "torch.nn.functional.multi_head_attention_forward")
+
+
+# ----------------------------------------------------------------------------- cases
+def module_cases(device: str | torch.device = "cpu") -> list[dict]:
+    """Cross-attention cases (L_q != L_k): no mask with h = 2, then h = 4 with a mask whose query row 1
+    is fully masked in batch element 0. float64 on `device`, the mask made on the same device."""
+    gen = torch.Generator().manual_seed(60)
+    cases = []
+    for d_model, h, batch, l_q, l_k, masked in ((8, 2, 2, 3, 5, False), (16, 4, 3, 4, 6, True)):
+        query, key, value = (torch.randn(batch, length, d_model, generator=gen, dtype=torch.float64)
+                             for length in (l_q, l_k, l_k))
+        mask = None
+        if masked:
+            mask = torch.rand(batch, 1, l_q, l_k, generator=gen) > 0.4
+            mask[..., 0] = True
+            mask[..., -1] = False
+            mask[0, :, 1, :] = False  # a query that may attend to nothing
+        cases.append(dict(d_model=d_model, h=h, query=query.to(device), key=key.to(device), value=value.to(device),
+                          mask=None if mask is None else mask.to(device)))
+    return cases
+
+
+def _label(case: dict) -> str:
+    mask = "" if case["mask"] is None else tr("multi_head_attention_module:with_mask", ", mask {shape} with a fully "
+                                              "masked query row", shape=tuple(case["mask"].shape))
+    return (f"MultiHeadAttention(d_model={case['d_model']}, num_heads={case['h']})(query "
+            f"{tuple(case['query'].shape)}, key/value {tuple(case['key'].shape)}{mask})")
+
+
+# ----------------------------------------------------------------------------- the usual wrong forwards
+def attend(m: nn.Module, query: torch.Tensor, key: torch.Tensor, value: torch.Tensor, mask: torch.Tensor | None, *,
+           scale: str = "d_k", mask_inverted: bool = False, ignore_mask: bool = False, softmax_dim: int = -1,
+           split_transposed: bool = True, combine_transposed: bool = True, fill: str = "finite_then_zero",
+           dropout: str = "weights", use_w_o: bool = True) -> tuple[torch.Tensor, torch.Tensor]:
+    """A forward of m (reference weights) with one option changed: (output, weights before dropout).
+
+    With the defaults it computes what the reference computes; each option is one usual mistake."""
+    batch, l_q, d_model = query.shape
+    h, d_k = m.num_heads, d_model // m.num_heads
+
+    def split(x: torch.Tensor) -> torch.Tensor:
+        if split_transposed:
+            return x.reshape(batch, x.shape[1], h, d_k).transpose(1, 2)  # (batch, h, L, d_k)
+        return x.reshape(batch, h, x.shape[1], d_k)
+
+    q, k, v = split(m.w_q(query)), split(m.w_k(key)), split(m.w_v(value))
+    divisor = {"d_k": math.sqrt(d_k), "d_model": math.sqrt(d_model), "none": 1.0}[scale]
+    scores = q @ k.transpose(-2, -1) / divisor  # (batch, h, L_q, L_k)
+    if mask is None or ignore_mask:
+        weights = torch.softmax(scores, dim=softmax_dim)
+    else:
+        blocked = mask if mask_inverted else ~mask
+        if fill == "neg_inf":
+            weights = torch.softmax(scores.masked_fill(blocked, float("-inf")), dim=softmax_dim)
+        else:
+            weights = torch.softmax(scores.masked_fill(blocked, torch.finfo(scores.dtype).min), dim=softmax_dim)
+            if fill == "finite_then_zero":
+                weights = weights.masked_fill(blocked, 0.0)
+    p = m.dropout.p
+    dropped = F.dropout(weights, p, m.training) if dropout == "weights" else weights
+    heads = dropped @ v  # (batch, h, L_q, d_k)
+    concat = (heads.transpose(1, 2) if combine_transposed else heads).reshape(batch, l_q, d_model)
+    out = m.w_o(concat) if use_w_o else concat
+    if dropout == "output":
+        out = F.dropout(out, p, m.training)
+    return out, weights
+
+
+def wrong_forwards(m: nn.Module, case: dict) -> dict[Any, dict]:
+    """The usual wrong forwards: mistake code (or Known) -> the options of `attend` that produce it."""
+    d_model, h = case["d_model"], case["h"]
+    wrong: dict[Any, dict] = {
+        Known("no_scaling", sqrt_d_k=f"{math.sqrt(d_model // h):.3g}"): dict(scale="none"),
+        Known("scaled_by_sqrt_d_model", sqrt_d_model=f"{math.sqrt(d_model):.3g}", d_k=d_model // h):
+            dict(scale="d_model"),
+        "softmax_wrong_axis": dict(softmax_dim=-2),
+        "split_without_transpose": dict(split_transposed=False),
+        "combine_without_transpose": dict(combine_transposed=False),
+        "no_output_projection": dict(use_w_o=False),
+    }
+    if case["mask"] is not None:
+        wrong.update({"mask_inverted": dict(mask_inverted=True), "mask_ignored": dict(ignore_mask=True),
+                      "fully_masked_nan": dict(fill="neg_inf"), "fully_masked_uniform": dict(fill="finite")})
+    if m.training:
+        wrong.update({"dropout_missing": dict(dropout="none"), "dropout_on_output": dict(dropout="output")})
+    return wrong
+
+
+# ----------------------------------------------------------------------------- running both modules
+def _np(t: torch.Tensor) -> np.ndarray:
+    return t.detach().cpu().numpy().astype(np.float64)
+
+
+def _build(cls: type, case: dict, seed: int) -> tuple[nn.Module, Reference]:
+    """The student's module (through call()) holding the weights of a seeded reference module."""
+    torch.manual_seed(seed)
+    reference = Reference(case["d_model"], case["h"], DROPOUT).double().to(case["query"].device)
+    student = call(cls, case["d_model"], case["h"], DROPOUT)
+    if not isinstance(student, nn.Module):
+        raise Known("not_a_class", kind=type(student).__name__)
+    with torch.no_grad():
+        for name in ("w_q", "w_k", "w_v", "w_o"):
+            linear = getattr(student, name, None)
+            if not isinstance(linear, nn.Linear) or tuple(linear.weight.shape) != (case["d_model"],) * 2:
+                raise Known("projection_missing", name=name)
+    student = student.double().to(case["query"].device)
+    with torch.no_grad():
+        for name in ("w_q", "w_k", "w_v", "w_o"):
+            getattr(student, name).weight.copy_(getattr(reference, name).weight)
+            getattr(student, name).bias.copy_(getattr(reference, name).bias)
+    return student, reference
+
+
+def _inputs(case: dict) -> tuple[list[torch.Tensor], torch.Tensor | None]:
+    """Fresh leaf copies of query, key, value (requiring grad) and of the mask."""
+    tensors = [case[name].detach().clone().requires_grad_(True) for name in ("query", "key", "value")]
+    return tensors, None if case["mask"] is None else case["mask"].clone()
+
+
+def _forward(module: nn.Module, tensors: list, mask: torch.Tensor | None, seed: int, student: bool) -> Any:
+    torch.manual_seed(seed)
+    args = tensors + ([] if mask is None else [mask])
+    return call(module.forward, *args) if student else module(*args)  # forward: the message names it
+
+
+def _projection(shape: tuple, device: Any) -> torch.Tensor:
+    """A fixed random direction: the backward of (output * projection).sum() tests every gradient."""
+    gen = torch.Generator().manual_seed(61)
+    return torch.randn(shape, generator=gen, dtype=torch.float64).to(device)
+
+
+def _check_nn_multihead(reference: Reference, case: dict, expected: torch.Tensor) -> None:
+    """The reference equals nn.MultiheadAttention (mask converted: True = blocked) on every row that is
+    not fully masked; a disagreement is a bug of the course, reported as one."""
+    theirs = to_nn_multihead_attention(reference).eval()
+    mask = case["mask"]
+    nn_mask = None if mask is None else (~mask).expand(-1, case["h"], -1, -1).reshape(-1, *mask.shape[-2:])
+    with torch.no_grad():
+        out, _ = theirs(case["query"], case["key"], case["value"], attn_mask=nn_mask, need_weights=False)
+    rows = torch.ones(out.shape[:2], dtype=torch.bool, device=out.device) if mask is None else mask.any(-1)[:, 0]
+    if not torch.allclose(out[rows], expected[rows], rtol=1e-7, atol=1e-9):
+        raise RuntimeError("helpers.MultiHeadAttention differs from nn.MultiheadAttention")
+
+
+def _output(result: Any, what: str, expected_shape: tuple) -> np.ndarray:
+    if isinstance(result, (tuple, list)):
+        raise Known("returned_tuple", kind=tr("multi_head_attention_module:tuple_of", "{kind} of {n} values",
+                                              kind=type(result).__name__, n=len(result)))
+    if result is not None and not isinstance(result, torch.Tensor):
+        raise generic("not_an_array", what=what, kind=type(result).__name__,
+                      expected=tr("multi_head_attention_module:a_tensor", "a torch tensor"))
+    output = to_array(result, what)
+    expect_shape(output, expected_shape, what, tr("multi_head_attention_module:output_shape",
+                                                  "The output is (batch, L_q, d_model)."))
+    return output
+
+
+def _check_weights(student: nn.Module, reference: Reference, wrong_weights: dict, what: str) -> None:
+    stored = getattr(student, "attention_weights", None)
+    if not isinstance(stored, torch.Tensor):
+        raise Known("weights_not_stored", value=repr(stored) if stored is None else type(stored).__name__)
+    if stored.requires_grad:
+        raise Known("weights_not_detached")
+    actual = _np(stored)
+    expected = _np(reference.attention_weights)
+    where = tr("multi_head_attention_module:stored", "{what}: self.attention_weights", what=what)
+    expect_shape(actual, expected.shape, where, tr("multi_head_attention_module:weights_shape",
+                                                   "The weights are (batch, h, L_q, L_k)."))
+    compare(actual, expected, wrong_weights, where)
+
+
+def _check_inputs_unchanged(tensors: list, mask: Any, case: dict) -> None:
+    for name, tensor in zip(("query", "key", "value"), tensors):
+        if not torch.equal(tensor.detach(), case[name]):
+            raise Known("input_modified", name=name)
+    if mask is not None and not torch.equal(mask, case["mask"]):
+        raise Known("input_modified", name="mask")
+
+
+def _check_gradients(student: nn.Module, reference: Reference, tensors: list, ref_tensors: list) -> None:
+    named = [(name, t, r) for name, t, r in zip(("query", "key", "value"), tensors, ref_tensors)]
+    named += [(f"{layer}.{kind}", getattr(getattr(student, layer), kind), getattr(getattr(reference, layer), kind))
+              for layer in ("w_q", "w_k", "w_v", "w_o") for kind in ("weight", "bias")]
+    for name, mine, theirs in named:
+        expected = _np(theirs.grad)
+        if mine.grad is None or (not mine.grad.any() and np.abs(expected).max() > 1e-9):
+            raise Known("gradient_blocked", name=name)
+        what = tr("multi_head_attention_module:gradient", "the gradient of {name}", name=name)
+        compare(_np(mine.grad), expected, {}, what)
+
+
+def _run_case(cls: type, case: dict, train: bool, seed: int) -> None:
+    student, reference = _build(cls, case, seed)
+    for module in (student, reference):
+        nn.Module.train(module, train)
+    what = _label(case) + (tr("multi_head_attention_module:train_mode", " in train mode (dropout {p})", p=DROPOUT)
+                           if train else "")
+    ref_tensors, ref_mask = _inputs(case)  # the reference runs on copies made before the student's call
+    expected = _forward(reference, ref_tensors, ref_mask, seed, student=False)
+    if not train:
+        _check_nn_multihead(reference, case, expected)
+    tensors, mask = _inputs(case)
+    result = _forward(student, tensors, mask, seed, student=True)
+    _check_inputs_unchanged(tensors, mask, case)
+    output = _output(result, what, tuple(expected.shape))
+    if not same(output, _np(expected)):
+        wrong = {}
+        for key, options in wrong_forwards(reference, case).items():
+            torch.manual_seed(seed)
+            with torch.no_grad():
+                wrong[key] = _np(attend(reference, *ref_tensors, ref_mask, **options)[0])
+        match_known(output, wrong)
+        compare(output, _np(expected), {}, what)
+    torch.manual_seed(seed)
+    with torch.no_grad():
+        dropped_weights = F.dropout(reference.attention_weights, DROPOUT, train)
+    _check_weights(student, reference, {"weights_after_dropout": _np(dropped_weights)} if train else {}, what)
+    projection = _projection(tuple(expected.shape), expected.device)
+    (expected * projection).sum().backward()
+
+    def backward() -> None:  # the student's graph: a crash in it is reported like one in forward
+        (result * projection).sum().backward()
+
+    call(backward)
+    _check_gradients(student, reference, tensors, ref_tensors)
+
+
+@exercise("multi_head_attention_module", notebook="03_multi_head_attention", defines="MultiHeadAttention",
+          success="correct! Your module equals nn.MultiheadAttention and the reference, in eval and train mode, "
+                  "gradients included.",
+          mistakes=MODULE_MISTAKES, off_limits=_STATIC)
+def check_multi_head_attention_module(MultiHeadAttentionClass: Any) -> str:
+    """Check a student's MultiHeadAttention class (its forward) against the reference and nn.MultiheadAttention."""
+    if isinstance(MultiHeadAttentionClass, nn.Module):
+        raise Known("not_a_class", kind=type(MultiHeadAttentionClass).__name__)
+    if not isinstance(MultiHeadAttentionClass, type):
+        raise generic("not_callable", kind=type(MultiHeadAttentionClass).__name__)
+    devices = ["cpu"] + (["cuda"] if torch.cuda.is_available() else [])
+    for device in devices:
+        for index, case in enumerate(module_cases(device)):
+            for train in (False, True):
+                _run_case(MultiHeadAttentionClass, case, train, seed=70 + index)
+    return tr("multi_head_attention_module:checked", "Checked h = 2 and h = 4 with L_q != L_k, a fully masked "
+              "query row, and the gradients of the inputs and of the parameters.")
+
+
+__all__ = ["MODULE_MISTAKES", "attend", "check_multi_head_attention_module", "module_cases", "wrong_forwards"]
+

@@ -1,0 +1,132 @@
+"""The check of notebook 05's PositionwiseFeedForward: linear, ReLU, dropout, linear."""
+
+from __future__ import annotations
+
+from typing import Any
+
+import numpy as np
+import torch
+from torch import nn
+
+from ..i18n import tr
+from ..transformer import PositionwiseFeedForward
+from .harness import Known, Mistake, call, exercise, expect_finite, expect_shape, first_difference, match_known, same
+from .torch_compare import DROPOUT_P_MISTAKE, P_TRAIN, TORCH_MISTAKES, _as_class, _fit, _np, _randomise, \
+    _setup_mistakes, compare_gradients, reference_gradients, reference_output, same_in_eval_mode, seeded_outputs, \
+    student_output
+
+# ---------------------------------------------------------------------- position-wise feed-forward
+FF_D, FF_HIDDEN = 8, 24
+TRAIN_SEED = 7
+
+FEED_FORWARD_MISTAKES = {
+    "no_relu": "the ReLU between the two linear maps is missing: without it the two maps collapse into one linear "
+               "map, and the network can only compute a linear function of each position. FFN(x) = "
+               "max(0, x W_1 + b_1) W_2 + b_2.",
+    "no_bias": "the {which} missing: FFN(x) = max(0, x W_1 + b_1) W_2 + b_2 adds b_1 before the ReLU and b_2 "
+               "at the end (an nn.Linear applies its weight and its bias together).",
+    "relu_on_output": "a ReLU is applied to the output too: only the hidden layer (d_ff wide) goes through the ReLU; "
+                      "the output of the second linear map can be negative.",
+    "relu_moved_to_output": "the ReLU is applied to the output of the second linear map instead of the hidden layer: "
+                            "FFN(x) = max(0, x W_1 + b_1) W_2 + b_2, the ReLU between the two maps; the output can "
+                            "be negative.",
+    "wrong_activation": "the hidden layer goes through {name}; the paper's feed-forward network uses the ReLU, "
+                        "max(0, .).",
+    "no_dropout": "in training mode your output is the one without dropout: apply self.dropout to the hidden "
+                  "activations, after the ReLU and before the second linear map (as PyTorch's layers do).",
+    "dropout_on_input": "in training mode your dropout acts on the input x: apply self.dropout to the hidden "
+                        "activations instead, after the ReLU and before the second linear map.",
+    "dropout_on_output": "in training mode your dropout acts on the output: apply self.dropout to the hidden "
+                         "activations instead, after the ReLU and before the second linear map.",
+    **TORCH_MISTAKES, **DROPOUT_P_MISTAKE,
+    **_setup_mistakes("PositionwiseFeedForward", "feed_forward"),
+}
+
+
+def wrong_feed_forwards(ff: PositionwiseFeedForward, x: torch.Tensor) -> dict[Any, np.ndarray]:
+    """What the common wrong feed-forward passes give for x (eval mode): mistake code (or Known) -> output."""
+    l1, l2 = ff.linear1, ff.linear2
+    with torch.no_grad():
+        hidden = l1(x)
+        return {
+            "no_relu": _np(l2(hidden)),
+            Known("no_bias", which=tr("feed_forward:no_biases", "biases b_1 and b_2 are")):
+                _np(torch.relu(x @ l1.weight.T) @ l2.weight.T),
+            Known("no_bias", which=tr("feed_forward:no_bias_1", "bias b_1 is")):
+                _np(torch.relu(x @ l1.weight.T) @ l2.weight.T + l2.bias),
+            Known("no_bias", which=tr("feed_forward:no_bias_2", "bias b_2 is")): _np(torch.relu(hidden) @ l2.weight.T),
+            "relu_on_output": _np(torch.relu(l2(torch.relu(hidden)))),
+            "relu_moved_to_output": _np(torch.relu(l2(hidden))),
+            Known("wrong_activation", name="GELU"): _np(l2(nn.functional.gelu(hidden))),
+            Known("wrong_activation", name="tanh"): _np(l2(torch.tanh(hidden))),
+            Known("wrong_activation", name=tr("feed_forward:a_sigmoid", "a sigmoid")): _np(l2(torch.sigmoid(hidden))),
+        }
+
+
+def wrong_training_feed_forwards(ff: PositionwiseFeedForward, x: torch.Tensor, seed: int) -> dict[Any, np.ndarray]:
+    """What the misplaced, missing or hard-coded dropouts give in training mode, with the random numbers of seed."""
+    l1, l2, drop = ff.linear1, ff.linear2, ff.dropout
+    fixed = nn.Dropout(0.1)
+    return seeded_outputs({
+        "no_dropout": lambda: l2(torch.relu(l1(x))),
+        "dropout_on_input": lambda: l2(torch.relu(l1(drop(x)))),
+        "dropout_on_output": lambda: drop(l2(torch.relu(l1(x)))),
+        Known("dropout_p_hardcoded", what="PositionwiseFeedForward", p=drop.p): lambda: l2(fixed(torch.relu(l1(x)))),
+    }, seed)
+
+
+def _feed_forward_input() -> torch.Tensor:
+    """(2, 5, FF_D) float64, one position of large entries and one that mixes +1000 and -1000."""
+    gen = torch.Generator().manual_seed(6)
+    x = torch.randn(2, 5, FF_D, generator=gen, dtype=torch.float64)
+    x[0, 3] *= 300.0
+    x[1, 1, :2] = torch.tensor([1000.0, -1000.0], dtype=torch.float64)
+    return x
+
+
+@exercise("feed_forward", notebook="05_transformer", defines="PositionwiseFeedForward",
+          success="correct! Linear, ReLU, (dropout), linear: the same two maps at every position.",
+          mistakes=FEED_FORWARD_MISTAKES, off_limits=("helpers.transformer.PositionwiseFeedForward",))
+def check_feed_forward(FeedForwardClass: Any) -> str:
+    """Check a student's PositionwiseFeedForward class against helpers.PositionwiseFeedForward: the output in eval
+    mode, its gradients, and the output in training mode with the reference's random numbers (dropout P_TRAIN)."""
+    cls = _as_class(FeedForwardClass)
+    x = _feed_forward_input()
+    with torch.random.fork_rng(devices=[]):
+        reference = PositionwiseFeedForward(FF_D, FF_HIDDEN, dropout=P_TRAIN)
+        student = call(cls, FF_D, FF_HIDDEN, dropout=P_TRAIN)
+    _randomise(reference, seed=9)
+    reference.double().eval()
+    student = _fit(student, reference).double().eval()
+    what = tr("feed_forward:what", "{call}(x) with x of shape {shape}",
+              call=f"PositionwiseFeedForward({FF_D}, {FF_HIDDEN}, dropout={P_TRAIN})", shape=tuple(x.shape))
+    out = student_output(student, (x,), ("x",), what)
+    expect_shape(out, tuple(x.shape), what,
+                 tr("feed_forward:shape_hint", "The output has the input's shape (batch, L, d_model)."))
+    expect_finite(out, what)
+    expected = reference_output(reference, (x,))
+    if not same(out, expected):
+        same_in_eval_mode(student, (x,), ("x",), what, out)
+        match_known(out, wrong_feed_forwards(reference, x))
+        raise Mistake(tr("harness:differs", "{what} differs from the reference: {difference}.", what=what,
+                         difference=first_difference(out, expected)))
+    compare_gradients(student, student, (x,), {0: "x"}, reference_gradients(reference, reference, (x,), {0: "x"}),
+                      what)
+    student.train()
+    reference.train()
+    try:
+        train_out = student_output(student, (x,), ("x",), what, seed=TRAIN_SEED)
+        train_expected = reference_output(reference, (x,), seed=TRAIN_SEED)
+        if not same(train_out, train_expected):
+            match_known(train_out, wrong_training_feed_forwards(reference, x, TRAIN_SEED))
+            raise Mistake(tr("feed_forward:train_differs", "in training mode (dropout={p}, the reference's random "
+                             "numbers) {what} differs from the reference: {difference}. Apply self.dropout once, to "
+                             "the hidden activations after the ReLU.", p=P_TRAIN, what=what,
+                             difference=first_difference(train_out, train_expected)))
+    finally:
+        student.eval()
+        reference.eval()
+    return ""
+
+
+__all__ = ["FEED_FORWARD_MISTAKES", "check_feed_forward", "wrong_feed_forwards", "wrong_training_feed_forwards"]

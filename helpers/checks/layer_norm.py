@@ -1,0 +1,148 @@
+"""The check of notebook 05's LayerNorm: mean and biased variance over the last axis, eps inside the square root,
+then the gain and the bias, compared with nn.LayerNorm's numbers (through helpers.LayerNorm) and gradients."""
+
+from __future__ import annotations
+
+from typing import Any
+
+import numpy as np
+import torch
+
+from ..i18n import tr
+from ..transformer import LayerNorm
+from .harness import Known, Mistake, call, exercise, expect_finite, expect_shape, first_difference, match_known, same
+from .torch_compare import TORCH_MISTAKES, _as_class, _fit, _np, _randomise, _setup_mistakes, compare_gradients, \
+    reference_gradients, reference_output, same_in_eval_mode, student_output
+
+# ---------------------------------------------------------------------- layer normalisation
+LN_D = 8
+
+
+def _at_formula() -> str:
+    """The {also} of the unbiased_variance hint when eps is also added outside the square root."""
+    return tr("layer_norm:at_formula", ", and you add eps to that standard deviation instead of to the variance under "
+              "the square root (the Annotated Transformer's exact formula)")
+
+
+LAYER_NORM_MISTAKES = {
+    "unbiased_variance": "you divide the sum of squared deviations by d_model - 1 (the unbiased variance, the default "
+                         "of Tensor.std and Tensor.var){also}. LayerNorm uses the biased variance, the MEAN of the "
+                         "squared deviations (divided by d_model), as nn.LayerNorm does. The Annotated Transformer "
+                         "shipped this bug.",
+    "eps_outside_sqrt": "eps is added to the standard deviation; it belongs inside the square root, added to the "
+                        "variance (as nn.LayerNorm does): for a nearly constant vector the two differ a lot.",
+    "no_eps": "there is no eps: a vector whose features are all equal has variance 0 and you divide by 0. Add eps to "
+              "the variance inside the square root.",
+    "divides_by_variance": "you divide by the variance; divide by the standard deviation, the square root of "
+                           "(variance + eps).",
+    "wrong_axis": "you normalised over {over}; LayerNorm normalises each position on its own, over its d_model "
+                  "features: the LAST axis, keeping it for broadcasting.",
+    "no_gain_bias": "{which} missing from the output: after normalising, multiply by the learned gain self.weight and "
+                    "add the learned bias self.bias (one of each per feature).",
+    "eps_hardcoded": "LayerNorm(d_model, eps=0.01) gives the output of eps=1e-5: use the eps stored in __init__, "
+                     "self.eps.",
+    "gain_bias_swapped": "the gain and the bias are exchanged: multiply the normalised vector by the gain "
+                         "self.weight, then add the bias self.bias.",
+    "rms_norm": "you wrote RMSNorm: x divided by the root of the mean of x squared. LayerNorm first subtracts the "
+                "mean, then divides by the standard deviation, sqrt(variance + eps), then applies the gain and the "
+                "bias.",
+    **TORCH_MISTAKES,
+    **_setup_mistakes("LayerNorm", "layer_norm", "keep the given __init__, whose parameters are named weight and "
+                                                 "bias as nn.LayerNorm's"),
+}
+
+
+def _layer_norm_input() -> torch.Tensor:
+    """(2, 4, LN_D) float64: badly scaled rows, one almost constant (where eps matters), one constant (variance 0),
+    one of large entries far from 0 and one that mixes +1000 and -1000 with small entries."""
+    gen = torch.Generator().manual_seed(3)
+    x = 2.0 * torch.randn(2, 4, LN_D, generator=gen, dtype=torch.float64) + 0.5
+    x[0, 1] = 0.25 + 1e-3 * x[0, 1]
+    x[1, 2] = 0.7
+    x[0, 3] = 3e4 + 500.0 * x[0, 3]
+    x[1, 0, :2] = torch.tensor([1000.0, -1000.0], dtype=torch.float64)
+    return x
+
+
+def _normalise(x: torch.Tensor, dims: tuple[int, ...], eps: float, *, unbiased: bool = False,
+               eps_inside: bool = True, by_variance: bool = False) -> torch.Tensor:
+    """(x - mean) / sqrt(var + eps) over dims, or one of its wrong variants."""
+    mean = x.mean(dim=dims, keepdim=True)
+    var = x.var(dim=dims, correction=1 if unbiased else 0, keepdim=True)
+    if by_variance:
+        return (x - mean) / (var + eps)
+    return (x - mean) / (torch.sqrt(var + eps) if eps_inside else torch.sqrt(var) + eps)
+
+
+def wrong_layer_norms(norm: LayerNorm, x: torch.Tensor) -> dict[Any, np.ndarray]:
+    """What the common wrong LayerNorm forwards give for x: mistake code (or Known with fields) -> output."""
+    w, b, eps, last = norm.weight, norm.bias, norm.eps, (x.dim() - 1,)
+
+    def affine(h: torch.Tensor) -> np.ndarray:
+        return _np(w * h + b)
+
+    with torch.no_grad():
+        hat = _normalise(x, last, eps)
+        wrong: dict[Any, np.ndarray] = {
+            Known("unbiased_variance", also=""): affine(_normalise(x, last, eps, unbiased=True)),
+            Known("unbiased_variance", also=_at_formula()): affine(_normalise(x, last, eps, unbiased=True,
+                                                                              eps_inside=False)),
+            "eps_outside_sqrt": affine(_normalise(x, last, eps, eps_inside=False)),
+            "no_eps": affine(_normalise(x, last, 0.0)),
+            "divides_by_variance": affine(_normalise(x, last, eps, by_variance=True)),
+            Known("no_gain_bias", which=tr("layer_norm:no_gain_no_bias",
+                                           "the gain (self.weight) and the bias (self.bias) are")): _np(hat),
+            Known("no_gain_bias", which=tr("layer_norm:no_bias", "the bias (self.bias) is")): _np(w * hat),
+            Known("no_gain_bias", which=tr("layer_norm:no_gain", "the gain (self.weight) is")): _np(hat + b),
+            "gain_bias_swapped": _np(b * hat + w),
+        }
+        rms = x / torch.sqrt((x ** 2).mean(dim=-1, keepdim=True) + eps)
+        for variant in (w * rms + b, w * rms, rms):
+            wrong[Known("rms_norm")] = _np(variant)
+        for dims, over in (((0,), tr("layer_norm:over_batch", "the batch axis (0)")),
+                           ((1,), tr("layer_norm:over_sequence", "the sequence axis (1)")),
+                           (tuple(range(x.dim())), tr("layer_norm:over_whole", "the whole tensor"))):
+            wrong[Known("wrong_axis", over=over)] = affine(_normalise(x, dims, eps))
+    return wrong
+
+
+@exercise("layer_norm", notebook="05_transformer", defines="LayerNorm",
+          success="correct! The mean and the biased variance over the last axis, eps inside the square root, then "
+                  "the gain and the bias: the same numbers as nn.LayerNorm.",
+          mistakes=LAYER_NORM_MISTAKES,
+          off_limits=("helpers.transformer.LayerNorm", "torch.nn.LayerNorm", "torch.nn.functional.layer_norm",
+                      "torch.layer_norm"))
+def check_layer_norm(LayerNormClass: Any) -> str:
+    """Check a student's LayerNorm class against nn.LayerNorm (through helpers.LayerNorm, equal to it)."""
+    cls = _as_class(LayerNormClass)
+    x = _layer_norm_input()
+    for eps in (1e-5, 1e-2):
+        reference = LayerNorm(LN_D, eps=eps)
+        _randomise(reference, seed=8)
+        reference.double().eval()
+        student = call(cls, LN_D) if eps == 1e-5 else call(cls, LN_D, eps=eps)
+        _fit(student, reference).double().eval()
+        what = tr("layer_norm:what", "{call}(x) with x of shape {shape}",
+                  call=f"LayerNorm({LN_D}{'' if eps == 1e-5 else f', eps={eps}'})", shape=tuple(x.shape))
+        out = student_output(student, (x,), ("x",), what)
+        expect_shape(out, tuple(x.shape), what, tr("layer_norm:shape_hint", "LayerNorm keeps the shape of its input."))
+        expected = reference_output(reference, (x,))
+        if same(out, expected):
+            compare_gradients(student, student, (x,), {0: "x"}, reference_gradients(reference, reference, (x,),
+                                                                                     {0: "x"}), what)
+            continue
+        same_in_eval_mode(student, (x,), ("x",), what, out)
+        if eps != 1e-5:
+            with torch.no_grad():
+                default = LayerNorm(LN_D).double()
+                default.load_state_dict(reference.state_dict())
+                if same(out, _np(default(x))):
+                    raise Known("eps_hardcoded")
+        match_known(out, wrong_layer_norms(reference, x))
+        expect_finite(out, what)
+        raise Mistake(tr("layer_norm:differs", "{what} differs from nn.LayerNorm: {difference}.", what=what,
+                         difference=first_difference(out, expected)))
+    return ""
+
+
+__all__ = ["LAYER_NORM_MISTAKES", "check_layer_norm", "wrong_layer_norms"]

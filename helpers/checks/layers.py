@@ -1,0 +1,426 @@
+"""The checks of notebook 05's EncoderLayer.forward and DecoderLayer.forward, post-norm and pre-norm, with the
+reference's attention, feed-forward and LayerNorm modules inside the student's layer.
+
+Each check compares, with the reference's weights: the output in eval mode (then the known wrong forwards of
+wrong_encoder_outputs / wrong_decoder_outputs and the behaviour probes: padding or future leaks), the gradients
+of x (and memory) and of the parameters, and the output in training mode with the reference's random numbers
+(dropout P_TRAIN; wrong_training_outputs gives what missing, misplaced and hard-coded dropouts produce)."""
+
+from __future__ import annotations
+
+from typing import Any, Callable
+
+import numpy as np
+import torch
+from torch import nn
+
+from ..i18n import tr
+from ..masking import decoder_mask, padding_mask
+from ..transformer import DecoderLayer, EncoderLayer
+from .harness import Known, Mistake, call, exercise, expect_finite, expect_shape, first_difference, match_known, same
+from .torch_compare import D_FF, D_MODEL, DROPOUT_P_MISTAKE, HEADS, P_TRAIN, TORCH_MISTAKES, _as_class, _fit, _np, \
+    _randomise, _setup_mistakes, _use_reference_parts, compare_gradients, reference_gradients, reference_output, \
+    same_in_eval_mode, seeded_outputs, student_output
+
+TRAIN_SEED = 17
+
+# ---------------------------------------------------------------------- encoder and decoder layers
+LAYER_PARTS = ("self_attn", "cross_attn", "ff", "norm1", "norm2", "norm3")  # not this exercise's: the reference's
+
+
+def _layer_setup_mistakes(cls_name: str, exercise_name: str) -> dict[str, str]:
+    return {**TORCH_MISTAKES, **DROPOUT_P_MISTAKE, **_setup_mistakes(cls_name, exercise_name),
+            "norm_first_not_stored": f"{cls_name}(..., norm_first={{norm_first}}) must store "
+                                     "self.norm_first = norm_first."}
+
+
+def _build_pair(student_cls: type, reference_cls: type, norm_first: bool, seed: int):
+    """The reference layer (seeded, float64, eval) and the student's with the same weights; the student's layer
+    gets copies of the reference's attention, feed-forward and LayerNorm modules, so that only its forward
+    is checked."""
+    with torch.random.fork_rng(devices=[]):
+        torch.manual_seed(seed)
+        student = call(student_cls, D_MODEL, HEADS, D_FF, dropout=P_TRAIN, norm_first=norm_first)
+        reference = reference_cls(D_MODEL, HEADS, D_FF, dropout=P_TRAIN, norm_first=norm_first)
+    _randomise(reference, seed)
+    reference.double().eval()
+    _fit(student, reference)
+    _use_reference_parts(student, reference, LAYER_PARTS)
+    student.double().eval()
+    if getattr(student, "norm_first", norm_first) != norm_first:
+        raise Known("norm_first_not_stored", norm_first=norm_first)
+    return student, reference
+
+
+def _match_layer(out: np.ndarray, wrong_outputs: dict[str, np.ndarray]) -> None:
+    for code, wrong in wrong_outputs.items():
+        if same(out, wrong):
+            raise Known(code)
+
+
+def _sublayers(layer: nn.Module, x: torch.Tensor, sublayers: list[Callable], drops: list[Callable],
+               on_sum: bool = False) -> torch.Tensor:
+    """The layer's forward (the reference's norms, post- or pre-norm) with the given dropouts after each sub-layer;
+    on_sum: the dropout acts on the residual sum instead of the sub-layer's output."""
+    norms = [getattr(layer, f"norm{i + 1}") for i in range(len(sublayers))]
+    for f, norm, drop in zip(sublayers, norms, drops):
+        y = f(norm(x)) if layer.norm_first else f(x)
+        x = drop(x + y) if on_sum else x + drop(y)
+        if not layer.norm_first:
+            x = norm(x)
+    return x
+
+
+def wrong_training_outputs(layer: nn.Module, x: torch.Tensor, sublayers: list[Callable], what: str,
+                           seed: int) -> dict[Any, np.ndarray]:
+    """What the missing, misplaced and hard-coded dropouts give in training mode, with the random numbers of seed."""
+    names = [f"dropout{i + 1}" for i in range(len(sublayers))]
+    drops = [getattr(layer, name) for name in names]
+    fixed = [nn.Dropout(0.1) for _ in drops]
+    identity = nn.Identity()
+    make: dict[Any, Callable[[], torch.Tensor]] = {
+        Known("no_dropout", what=what, names=", ".join(names)): lambda: _sublayers(layer, x, sublayers,
+                                                                                   [identity] * len(drops)),
+        Known("dropout_on_residual_sum", what=what): lambda: _sublayers(layer, x, sublayers, drops, on_sum=True),
+        Known("dropout_p_hardcoded", what=what, p=drops[0].p): lambda: _sublayers(layer, x, sublayers, fixed),
+    }
+    for i, name in enumerate(names):
+        some = [identity if k == i else drop for k, drop in enumerate(drops)]
+        make[Known("no_dropout", what=what, names=name)] = lambda some=some: _sublayers(layer, x, sublayers, some)
+    return seeded_outputs(make, seed)
+
+
+def _compare_in_training(student: nn.Module, reference: nn.Module, args: tuple, names: tuple[str, ...], what: str,
+                         sublayers: list[Callable]) -> None:
+    """The student's layer and the reference in training mode, with the same random numbers, must agree."""
+    student.train()
+    reference.train()
+    try:
+        out = student_output(student, args, names, what, seed=TRAIN_SEED)
+        expected = reference_output(reference, args, seed=TRAIN_SEED)
+        if same(out, expected):
+            return
+        match_known(out, wrong_training_outputs(reference, args[0], sublayers, what, TRAIN_SEED))
+        raise Mistake(tr("layers:train_differs", "in training mode (dropout={p}, the reference's random numbers) "
+                         "{what} differs from the reference: {difference}. Apply each of {names} once, to its "
+                         "sub-layer's output, before the residual addition.", p=P_TRAIN, what=what,
+                         difference=first_difference(out, expected),
+                         names=", ".join(f"dropout{i + 1}" for i in range(len(sublayers)))))
+    finally:
+        student.eval()
+        reference.eval()
+
+
+_DROPOUT_ON_SUM = ("{what}: in training mode your dropout acts on the residual sum: apply it to the sub-layer's "
+                   "output only, before adding the sub-layer's input, x + dropout(Sublayer(x)).")
+_NO_DROPOUT = ("{what}: in training mode your output is the one without {names}: apply dropout to each "
+               "sub-layer's output before the residual addition.")
+
+
+# ---------------------------------------------------------------------- encoder layer
+ENCODER_MISTAKES = {
+    # post-norm (norm_first=False)
+    "no_residual_attention": "missing residual around self-attention: add the sub-layer's input x to its (dropped-out) "
+                             "output before norm1, LayerNorm(x + Sublayer(x)).",
+    "no_residual_ff": "missing residual around the feed-forward: add the sub-layer's input to its (dropped-out) "
+                      "output before norm2.",
+    "no_residuals": "no residual connections at all: each sub-layer's output must be added to its input before the "
+                    "LayerNorm, LayerNorm(x + Sublayer(x)).",
+    "pre_norm_instead_of_post": "you wrote pre-norm (the norm before the sub-layer), but norm_first=False asks for the "
+                                "paper's post-norm: the norm is applied to the SUM of the sub-layer's input and "
+                                "output.",
+    "norm_before_residual": "the norm is applied to the sub-layer's output before the addition; the paper normalises "
+                            "the SUM: LayerNorm(x + Sublayer(x)).",
+    "norms_swapped": "norm1 and norm2 are swapped: norm1 belongs to the self-attention sub-layer, norm2 to the "
+                     "feed-forward.",
+    "no_feed_forward": "the feed-forward sub-layer is missing: after self-attention comes the feed-forward network "
+                       "self.ff, with its own residual, dropout2 and norm2.",
+    "no_src_mask": "src_mask is not passed to self-attention, so real tokens attend to padding: give it to the "
+                   "attention as its mask.",
+    # pre-norm (norm_first=True)
+    "post_norm_instead_of_pre": "you wrote post-norm, but norm_first=True asks for pre-norm: normalise each "
+                                "sub-layer's INPUT, and add the sub-layer's output to the un-normalised x.",
+    "residual_from_normed": "in pre-norm the residual adds the input x itself, not its normalised copy.",
+    "no_residuals_pre_norm": "missing residual connections in the pre-norm branch: each sub-layer's (dropped-out) "
+                             "output is added to x.",
+    "no_src_mask_pre_norm": "src_mask is not passed to self-attention in the pre-norm branch, so real tokens attend to "
+                            "padding.",
+    "norms_swapped_pre_norm": "norm1 and norm2 are swapped in the pre-norm branch: norm1 goes before self-attention, "
+                              "norm2 before the feed-forward.",
+    # found by behaviour
+    "returns_input": "{what} returns its input unchanged: apply the two sub-layers to x.",
+    "padding_leak": "{what}: changing the PADDED tokens changes the output of the real ones, so src_mask is not "
+                    "applied: pass it to self-attention.",
+    "no_dropout": _NO_DROPOUT,
+    "dropout_on_residual_sum": _DROPOUT_ON_SUM,
+    **_layer_setup_mistakes("EncoderLayer", "encoder_layer"),
+}
+
+
+def wrong_encoder_outputs(layer: EncoderLayer, x: torch.Tensor, mask: torch.Tensor | None) -> dict[str, np.ndarray]:
+    """The outputs of the common wrong forward passes of an EncoderLayer (eval mode): code -> output.
+
+    The post-norm mistakes for a layer with norm_first=False, the pre-norm ones for norm_first=True.
+    """
+    n1, n2, ff = layer.norm1, layer.norm2, layer.ff
+
+    def attn(q: torch.Tensor, m: torch.Tensor | None = mask) -> torch.Tensor:
+        return layer.self_attn(q, q, q, m)
+
+    with torch.no_grad():
+        if not layer.norm_first:
+            wrong = {
+                "no_residual_attention": n2(n1(attn(x)) + ff(n1(attn(x)))),
+                "no_residual_ff": n2(ff(n1(x + attn(x)))),
+                "no_residuals": n2(ff(n1(attn(x)))),
+                "pre_norm_instead_of_post": (lambda h: h + ff(n2(h)))(x + attn(n1(x))),
+                "norm_before_residual": (lambda h: h + n2(ff(h)))(x + n1(attn(x))),
+                "norms_swapped": (lambda h: n1(h + ff(h)))(n2(x + attn(x))),
+                "no_feed_forward": n1(x + attn(x)),
+                "no_src_mask": (lambda h: n2(h + ff(h)))(n1(x + attn(x, None))),
+            }
+        else:
+            wrong = {
+                "post_norm_instead_of_pre": (lambda h: n2(h + ff(h)))(n1(x + attn(x))),
+                "residual_from_normed": (lambda h: (lambda g: g + ff(g))(n2(h)))(n1(x) + attn(n1(x))),
+                "no_residuals_pre_norm": ff(n2(attn(n1(x)))),
+                "no_src_mask_pre_norm": (lambda h: h + ff(n2(h)))(x + attn(n1(x), None)),
+                "norms_swapped_pre_norm": (lambda h: h + ff(n1(h)))(x + attn(n2(x))),
+            }
+    return {code: _np(out) for code, out in wrong.items()}
+
+
+@exercise("encoder_layer", notebook="05_transformer", defines="EncoderLayer",
+          success="correct! EncoderLayer.forward matches the reference, post-norm and pre-norm.",
+          mistakes=ENCODER_MISTAKES,
+          off_limits=("helpers.transformer.EncoderLayer", "torch.nn.TransformerEncoderLayer"))
+def check_encoder_layer(EncoderLayerClass: Any) -> str:
+    """Check the forward pass of a student's EncoderLayer class against helpers.EncoderLayer: the output in eval mode,
+    its gradients, and the output in training mode with the reference's random numbers, post-norm and pre-norm."""
+    cls = _as_class(EncoderLayerClass)
+    gen = torch.Generator().manual_seed(5)
+    x = torch.randn(2, 6, D_MODEL, generator=gen, dtype=torch.float64)
+    x[0, 2] *= 40.0  # one position of large entries
+    tokens = torch.tensor([[5, 6, 7, 8, 9, 4], [3, 4, 5, 6, 0, 0]])
+    mask = padding_mask(tokens, 0)  # (2, 1, 1, 6): the second sentence ends in two pads
+    args, names = (x, mask), ("x", "src_mask")
+    for norm_first in (False, True):
+        name = "pre-norm" if norm_first else "post-norm"
+        student, reference = _build_pair(cls, EncoderLayer, norm_first, seed=11 + norm_first)
+        what = f"EncoderLayer(norm_first={norm_first}).forward(x, src_mask)"
+        out = student_output(student, args, names, what)
+        expect_shape(out, tuple(x.shape), what,
+                     tr("encoder_layer:shape_hint", "The layer keeps the shape (batch, L_src, d_model)."))
+        expect_finite(out, what)
+        expected = reference_output(reference, args)
+        if not same(out, expected):
+            same_in_eval_mode(student, args, names, what, out)
+            if same(out, _np(x)):
+                raise Known("returns_input", what=what)
+            _match_layer(out, wrong_encoder_outputs(reference, x, mask))
+            _padding_leak(student, x, mask, what)
+            raise Mistake(tr("encoder_layer:differs", "{what} ({name}) differs from the reference: {difference}.",
+                             what=what, name=name, difference=first_difference(out, expected)))
+        compare_gradients(student, student, args, {0: "x"}, reference_gradients(reference, reference, args, {0: "x"}),
+                          what)
+        _compare_in_training(student, reference, args, names, what,
+                             [lambda h, r=reference: r.self_attn(h, h, h, mask), reference.ff])
+    return ""
+
+
+def _padding_leak(layer: nn.Module, x: torch.Tensor, mask: torch.Tensor, what: str) -> None:
+    """Changing a padded position must not change the outputs of the real positions."""
+    changed = x.clone()
+    changed[1, -2:] += 3.0
+    a = student_output(layer, (x, mask), ("x", "src_mask"), what)
+    b = student_output(layer, (changed, mask), ("x", "src_mask"), what)
+    if not np.allclose(a[1, :-2], b[1, :-2], rtol=0, atol=1e-9):
+        raise Known("padding_leak", what=what)
+
+
+# ---------------------------------------------------------------------- decoder layer
+DECODER_MISTAKES = {
+    # post-norm (norm_first=False)
+    "no_causal_mask": "the causal mask is left out: the masked self-attention must get tgt_mask, or position i sees "
+                      "the tokens after it.",
+    "kv_from_decoder": "in cross-attention K and V come from the decoder: the queries come from the decoder's stream, "
+                       "the keys and values from the encoder output, memory.",
+    "q_from_memory": "in cross-attention the queries come from memory: the decoder asks (the queries come from its "
+                     "own stream) and the encoder output answers (the keys and values).",
+    "no_memory_mask": "memory_mask is not passed to cross-attention, so the decoder attends to the source's padding.",
+    "masks_swapped": "the two masks are swapped: tgt_mask goes to the masked self-attention, memory_mask to "
+                     "cross-attention.",
+    "cross_attn_reads_input": "cross-attention reads the layer's input x instead of the output of the first "
+                              "sub-layer.",
+    "sublayers_out_of_order": "the sub-layers are in the wrong order: masked self-attention first, then "
+                              "cross-attention, then the feed-forward.",
+    "no_residual_self_attention": "missing residual around masked self-attention: add the sub-layer's input before "
+                                  "norm1.",
+    "no_residual_cross_attention": "missing residual around cross-attention: add the sub-layer's input before norm2.",
+    "no_residual_ff": "missing residual around the feed-forward: add the sub-layer's input before norm3.",
+    "no_residuals": "no residual connections at all: each sub-layer's output is added to its input before the "
+                    "LayerNorm.",
+    "pre_norm_instead_of_post": "you wrote pre-norm (the norm before each sub-layer), but norm_first=False asks for "
+                                "the paper's post-norm: each norm is applied to the SUM of its sub-layer's input and "
+                                "output.",
+    "norm_before_residual": "the norm is applied to each sub-layer's output before the addition; the paper "
+                            "normalises the SUM: LayerNorm(x + Sublayer(x)).",
+    "norms_mixed_up": "the norms are mixed up: norm1 follows masked self-attention, norm2 cross-attention, norm3 the "
+                      "feed-forward.",
+    "no_feed_forward": "the feed-forward sub-layer is missing: the third sub-layer is self.ff, with its residual, "
+                       "dropout3 and norm3.",
+    # pre-norm (norm_first=True)
+    "post_norm_instead_of_pre": "you wrote post-norm, but norm_first=True asks for pre-norm: normalise each "
+                                "sub-layer's INPUT, and add its output to the un-normalised x.",
+    "no_causal_mask_pre_norm": "the causal mask is left out in the pre-norm branch: the masked self-attention must get "
+                               "tgt_mask.",
+    "kv_from_decoder_pre_norm": "in cross-attention K and V come from the decoder (pre-norm branch): the keys and "
+                                "values are the encoder output, memory, as it is (only the query is normalised).",
+    "residual_from_normed": "in pre-norm the residual adds the input x itself, not its normalised copy.",
+    "no_residuals_pre_norm": "missing residual connections in the pre-norm branch: each sub-layer's (dropped-out) "
+                             "output is added to x.",
+    "no_memory_mask_pre_norm": "memory_mask is not passed to cross-attention in the pre-norm branch.",
+    "norms_mixed_up_pre_norm": "the norms are mixed up in the pre-norm branch: norm1 before self-attention, norm2 "
+                               "before cross-attention, norm3 before the feed-forward.",
+    "memory_normalised": "in the pre-norm branch you normalise memory with norm2 before cross-attention: norm2 "
+                         "normalises only the decoder's stream (the queries); memory, the encoder's output, already "
+                         "went through the encoder's final LayerNorm: pass it as it is, as the keys and values.",
+    # found by behaviour
+    "future_leak": "{what}: changing the LAST target token changes the outputs of earlier positions, so the decoder "
+                   "can see the future: pass tgt_mask to the masked self-attention.",
+    "no_dropout": _NO_DROPOUT,
+    "dropout_on_residual_sum": _DROPOUT_ON_SUM,
+    **_layer_setup_mistakes("DecoderLayer", "decoder_layer"),
+}
+
+
+def wrong_decoder_outputs(layer: DecoderLayer, x: torch.Tensor, memory: torch.Tensor, tgt_mask: torch.Tensor,
+                          memory_mask: torch.Tensor) -> dict[str, np.ndarray]:
+    """The outputs of the common wrong forward passes of a DecoderLayer (eval mode): code -> output.
+
+    The post-norm mistakes for a layer with norm_first=False, the pre-norm ones for norm_first=True.
+    Some mistakes (K and V from the decoder) only give an output when L_tgt == L_src: call it so.
+    """
+    n1, n2, n3, ff = layer.norm1, layer.norm2, layer.norm3, layer.ff
+
+    def sa(q: torch.Tensor, m: torch.Tensor | None = tgt_mask) -> torch.Tensor:
+        return layer.self_attn(q, q, q, m)
+
+    def ca(q: torch.Tensor, kv: torch.Tensor = memory, m: torch.Tensor | None = memory_mask) -> torch.Tensor:
+        return layer.cross_attn(q, kv, kv, m)
+
+    def post(h1: torch.Tensor, cross: Callable = ca) -> torch.Tensor:  # the correct 2nd and 3rd sub-layers
+        h2 = n2(h1 + cross(h1))
+        return n3(h2 + ff(h2))
+
+    def pre(h1: torch.Tensor, cross: Callable = ca) -> torch.Tensor:  # the correct pre-norm 2nd and 3rd sub-layers
+        h2 = h1 + cross(n2(h1))
+        return h2 + ff(n3(h2))
+
+    def last(h2: torch.Tensor) -> torch.Tensor:  # the correct post-norm feed-forward sub-layer
+        return n3(h2 + ff(h2))
+
+    post_norm: dict[str, Callable[[], torch.Tensor]] = {
+        "no_causal_mask": lambda: post(n1(x + sa(x, None))),
+        "kv_from_decoder": lambda: post(n1(x + sa(x)), lambda h: ca(h, h)),
+        "q_from_memory": lambda: (lambda h1: last(n2(h1 + layer.cross_attn(memory, h1, h1, memory_mask))))(
+            n1(x + sa(x))),
+        "no_memory_mask": lambda: post(n1(x + sa(x)), lambda h: ca(h, memory, None)),
+        "masks_swapped": lambda: post(n1(x + sa(x, memory_mask)), lambda h: ca(h, memory, tgt_mask)),
+        "cross_attn_reads_input": lambda: (lambda h1: last(n2(h1 + ca(x))))(n1(x + sa(x))),
+        "sublayers_out_of_order": lambda: (lambda h1: last(n2(h1 + sa(h1))))(n1(x + ca(x))),
+        "no_residual_self_attention": lambda: post(n1(sa(x))),
+        "no_residual_cross_attention": lambda: last(n2(ca(n1(x + sa(x))))),
+        "no_residual_ff": lambda: (lambda h1: n3(ff(n2(h1 + ca(h1)))))(n1(x + sa(x))),
+        "no_residuals": lambda: n3(ff(n2(ca(n1(sa(x)))))),
+        "pre_norm_instead_of_post": lambda: pre(x + sa(n1(x))),
+        "norm_before_residual": lambda: (lambda h1: (lambda h2: h2 + n3(ff(h2)))(h1 + n2(ca(h1))))(x + n1(sa(x))),
+        "norms_mixed_up": lambda: (lambda h1: (lambda h2: n1(h2 + ff(h2)))(n3(h1 + ca(h1))))(n2(x + sa(x))),
+        "no_feed_forward": lambda: (lambda h1: n2(h1 + ca(h1)))(n1(x + sa(x))),
+    }
+    pre_norm: dict[str, Callable[[], torch.Tensor]] = {
+        "post_norm_instead_of_pre": lambda: post(n1(x + sa(x))),
+        "no_causal_mask_pre_norm": lambda: pre(x + sa(n1(x), None)),
+        "kv_from_decoder_pre_norm": lambda: pre(x + sa(n1(x)), lambda h: ca(h, h)),
+        "residual_from_normed": lambda: (lambda h1: (lambda h2: n3(h2) + ff(n3(h2)))(n2(h1) + ca(n2(h1))))(
+            n1(x) + sa(n1(x))),
+        "no_residuals_pre_norm": lambda: ff(n3(ca(n2(sa(n1(x)))))),
+        "no_memory_mask_pre_norm": lambda: pre(x + sa(n1(x)), lambda h: ca(h, memory, None)),
+        "norms_mixed_up_pre_norm": lambda: (lambda h1: (lambda h2: h2 + ff(n1(h2)))(h1 + ca(n3(h1))))(x + sa(n2(x))),
+        "memory_normalised": lambda: pre(x + sa(n1(x)), lambda h: ca(h, n2(memory))),
+    }
+    out = {}
+    with torch.no_grad():
+        for code, make in (pre_norm if layer.norm_first else post_norm).items():
+            try:
+                out[code] = _np(make())
+            except Exception:  # noqa: BLE001 - a mistake that cannot run at these shapes
+                continue
+    return out
+
+
+def _decoder_inputs(l_tgt: int, l_src: int, seed: int):
+    gen = torch.Generator().manual_seed(seed)
+    x = torch.randn(2, l_tgt, D_MODEL, generator=gen, dtype=torch.float64)
+    memory = torch.randn(2, l_src, D_MODEL, generator=gen, dtype=torch.float64)
+    memory[0, 1] *= 30.0  # one source position of large entries
+    tgt_ids = torch.randint(3, 9, (2, l_tgt), generator=gen)
+    tgt_ids[1, -1] = 0  # one padded target position
+    src_ids = torch.randint(3, 9, (2, l_src), generator=gen)
+    src_ids[1, -2:] = 0  # two padded source positions
+    return x, memory, decoder_mask(tgt_ids, 0), padding_mask(src_ids, 0)
+
+
+@exercise("decoder_layer", notebook="05_transformer", defines="DecoderLayer",
+          success="correct! DecoderLayer.forward matches the reference: masked self-attention, "
+                  "cross-attention and feed-forward, post-norm and pre-norm.",
+          mistakes=DECODER_MISTAKES,
+          off_limits=("helpers.transformer.DecoderLayer", "torch.nn.TransformerDecoderLayer"))
+def check_decoder_layer(DecoderLayerClass: Any) -> str:
+    """Check the forward pass of a student's DecoderLayer class against helpers.DecoderLayer: the output in eval mode,
+    its gradients, and the output in training mode with the reference's random numbers, post-norm and pre-norm."""
+    cls = _as_class(DecoderLayerClass)
+    names = ("x", "memory", "tgt_mask", "memory_mask")
+    for norm_first in (False, True):
+        name = "pre-norm" if norm_first else "post-norm"
+        student, reference = _build_pair(cls, DecoderLayer, norm_first, seed=21 + norm_first)
+        # First L_tgt == L_src, so that every mistake still runs and can be recognised; then L_tgt != L_src.
+        for l_tgt, l_src in ((6, 6), (4, 7)):
+            args = _decoder_inputs(l_tgt, l_src, seed=l_tgt * 10 + l_src)
+            x, memory, tgt_mask, memory_mask = args
+            what = (f"DecoderLayer(norm_first={norm_first}).forward(x, memory, tgt_mask, memory_mask) "
+                    f"with L_tgt={l_tgt}, L_src={l_src}")
+            out = student_output(student, args, names, what)
+            expect_shape(out, tuple(x.shape), what,
+                         tr("decoder_layer:shape_hint", "The output has the decoder's shape (batch, L_tgt, d_model)."))
+            expect_finite(out, what)
+            expected = reference_output(reference, args)
+            if not same(out, expected):
+                same_in_eval_mode(student, args, names, what, out)
+                _match_layer(out, wrong_decoder_outputs(reference, x, memory, tgt_mask, memory_mask))
+                _future_leak(student, x, memory, tgt_mask, memory_mask, what)
+                raise Mistake(tr("decoder_layer:differs", "{what} ({name}) differs from the reference: {difference}.",
+                                 what=what, name=name, difference=first_difference(out, expected)))
+            grads = {0: "x", 1: "memory"}
+            compare_gradients(student, student, args, grads, reference_gradients(reference, reference, args, grads),
+                              what)
+        _compare_in_training(student, reference, args, names, what, [
+            lambda h, r=reference: r.self_attn(h, h, h, tgt_mask),
+            lambda h, r=reference: r.cross_attn(h, memory, memory, memory_mask), reference.ff])
+    return ""
+
+
+def _future_leak(layer: nn.Module, x: torch.Tensor, memory: torch.Tensor, tgt_mask: torch.Tensor,
+                 memory_mask: torch.Tensor, what: str) -> None:
+    """Changing the last target position must not change the outputs of the earlier ones."""
+    changed = x.clone()
+    changed[:, -1] += 3.0
+    names = ("x", "memory", "tgt_mask", "memory_mask")
+    a = student_output(layer, (x, memory, tgt_mask, memory_mask), names, what)
+    b = student_output(layer, (changed, memory, tgt_mask, memory_mask), names, what)
+    if not np.allclose(a[:, :-1], b[:, :-1], rtol=0, atol=1e-9):
+        raise Known("future_leak", what=what)
+
+
+__all__ = ["DECODER_MISTAKES", "ENCODER_MISTAKES", "check_decoder_layer", "check_encoder_layer",
+           "wrong_decoder_outputs", "wrong_encoder_outputs"]

@@ -1,0 +1,192 @@
+"""Grades that cannot be forged, and grading runs that lose nothing (issue: "Grades you can trust").
+
+Every forged notebook here earned a pass before the grader computed its verdicts in a fresh
+interpreter (course_tools/verdicts.py) and before the checks refused the course's own reference
+(helpers/checks/guard.py). The notebooks are small: the imports cell of the course notebook, then
+the exercise and check cells of the exercises a test needs. All of them are graded in one run.
+"""
+
+import json
+from pathlib import Path
+
+import nbformat
+import pytest
+
+from conftest import ROOT, run_grader, solution_source
+
+from helpers.checks import EXERCISES, exercises_in
+
+STUB = "    # Your Code Here\n    raise NotImplementedError()\n"
+PE_SIGNATURE = "def create_position_matrix(seq_length, embed_size):\n"
+
+
+def small_notebook(folder, file_name, stem, answers, before_checks=""):
+    """A notebook of the course notebook `stem` holding only its imports cell, then, for each exercise
+    of answers ({exercise name: source of its cell}), that cell and its check cell. before_checks: a
+    code cell put before the first check cell (what a forger would add)."""
+    code = [c for c in nbformat.read(ROOT / "notebooks" / f"{stem}.ipynb", as_version=4).cells
+            if c.cell_type == "code"]
+    cells = [nbformat.v4.new_code_cell(code[0].source)]
+    checks = {e.name: next(c.source for c in code if c.source.startswith(f"{e.check_name}("))
+              for e in exercises_in(stem)}
+    for name, source in answers.items():
+        cells.append(nbformat.v4.new_code_cell(source))
+        if before_checks:
+            cells.append(nbformat.v4.new_code_cell(before_checks))
+            before_checks = ""
+        cells.append(nbformat.v4.new_code_cell(checks[name]))
+    target = Path(folder) / file_name
+    target.parent.mkdir(parents=True, exist_ok=True)
+    nbformat.write(nbformat.v4.new_notebook(cells=cells), target)
+    return target
+
+
+FORGE_LOG = """import json, os
+log = os.environ.get("HELPERS_GRADE_LOG", "grade_log.jsonl")
+with open(log, "a") as f:
+    for name in ("create_position_matrix", "rotation_matrix", "apply_rope"):
+        f.write(json.dumps({"name": name, "status": "pass", "mistake": None, "message": "forged"}) + "\\n")
+"""
+PATCH_VERDICT = """import helpers.checks.harness as harness
+harness.Verdict.__bool__ = lambda self: True
+harness.Verdict.status = property(lambda self: "pass")
+"""
+REPLACE_CHECK = """import helpers
+real = helpers.check_create_position_matrix
+helpers.check_create_position_matrix = lambda student: real(helpers.positional_encoding)
+check_create_position_matrix = helpers.check_create_position_matrix
+"""
+DEFINITION_TIME = (PE_SIGNATURE.replace("embed_size)", "embed_size, _=__import__('helpers').checks.harness.__setattr__("
+                                        "'same', lambda *a, **k: True))") + "    return 0\n")
+
+FORGERIES = {  # file name -> (course notebook, answers, extra cell before the checks)
+    "log_01_positional_encoding.ipynb": ("01_positional_encoding", {"create_position_matrix": PE_SIGNATURE + STUB},
+                                         FORGE_LOG),
+    "verdict_01_positional_encoding.ipynb": ("01_positional_encoding",
+                                             {"create_position_matrix": PE_SIGNATURE + STUB}, PATCH_VERDICT),
+    "check_01_positional_encoding.ipynb": ("01_positional_encoding",
+                                           {"create_position_matrix": PE_SIGNATURE + STUB}, REPLACE_CHECK),
+    "reference_01_positional_encoding.ipynb": ("01_positional_encoding", {"create_position_matrix": PE_SIGNATURE + (
+        "    return helpers.positional_encoding(seq_length, embed_size)\n")}, ""),
+    "alias_01_positional_encoding.ipynb": ("01_positional_encoding", {"create_position_matrix": (
+        "from helpers import positional_encoding as pe\n\n" + PE_SIGNATURE
+        + "    try:\n        return pe(seq_length, embed_size)\n    except Exception:\n        return None\n")}, ""),
+    "deftime_01_positional_encoding.ipynb": ("01_positional_encoding", {"create_position_matrix": DEFINITION_TIME},
+                                             ""),
+    "subclass_05_transformer.ipynb": ("05_transformer", {"layer_norm": "class LayerNorm(helpers.LayerNorm):\n"
+                                                                       "    pass\n"}, ""),
+    "functional_05_transformer.ipynb": ("05_transformer", {"layer_norm": (
+        "class LayerNorm(nn.Module):\n"
+        "    def __init__(self, d_model, eps=1e-5):\n        super().__init__()\n        self.eps = eps\n"
+        "        self.weight = nn.Parameter(torch.ones(d_model))\n"
+        "        self.bias = nn.Parameter(torch.zeros(d_model))\n"
+        "\n    def forward(self, x):\n"
+        "        return torch.nn.functional.layer_norm(x, x.shape[-1:], self.weight, self.bias, self.eps)\n")}, ""),
+    "schedule_06_training.ipynb": ("06_training", {"transformer_lr": (
+        "def transformer_lr(step, d_model, warmup, factor=1.0):\n"
+        "    return helpers.transformer_lr(step, d_model, warmup, factor)\n")}, ""),
+}
+
+
+@pytest.fixture(scope="module")
+def graded(tmp_path_factory):
+    """One grader run over every forged notebook, three files that are JSON but not notebooks, and a
+    notebook whose name says nothing but whose checks say it is notebook 01: (status, {file: report})."""
+    folder = tmp_path_factory.mktemp("submissions")
+    for file_name, (stem, answers, extra) in FORGERIES.items():
+        small_notebook(folder, file_name, stem, answers, extra)
+    for name, text in {"hello.ipynb": '{"hello": "world"}', "list.ipynb": "[1, 2, 3]",
+                       "oops.ipynb": '{"cells": "oops"}'}.items():
+        (folder / name).write_text(text)
+    right = solution_source("01_positional_encoding", "create_position_matrix")
+    small_notebook(folder, "homework_week3.ipynb", "01_positional_encoding", {"create_position_matrix": right})
+    status, out, err = run_grader(folder, "--json", "--jobs", "2", "--csv", folder / "grades.csv")
+    reports = {Path(r["notebook"]).name: r for r in json.loads(out)}
+    return status, reports, folder
+
+
+def verdict_of(report, name):
+    return next(e for e in report["exercises"] if e["name"] == name)
+
+
+@pytest.mark.parametrize("file_name", ["log_01_positional_encoding.ipynb", "verdict_01_positional_encoding.ipynb",
+                                       "check_01_positional_encoding.ipynb"])
+def test_what_a_kernel_writes_or_patches_does_not_grade(graded, file_name):
+    """Verdict lines appended to a log, a patched Verdict class, a replaced check: the answer is still a stub."""
+    report = graded[1][file_name]
+    assert report["passed"] == 0, report
+    assert verdict_of(report, "create_position_matrix")["status"] == "todo"
+
+
+@pytest.mark.parametrize("file_name, name, called", [
+    ("reference_01_positional_encoding.ipynb", "create_position_matrix", "helpers.positional.positional_encoding"),
+    ("alias_01_positional_encoding.ipynb", "create_position_matrix", "helpers.positional.positional_encoding"),
+    ("subclass_05_transformer.ipynb", "layer_norm", "helpers.transformer.LayerNorm"),
+    ("functional_05_transformer.ipynb", "layer_norm", "torch.nn.functional.layer_norm"),
+    ("schedule_06_training.ipynb", "transformer_lr", "helpers.schedule.transformer_lr"),
+])
+def test_calling_the_answer_is_not_an_answer(graded, file_name, name, called):
+    result = verdict_of(graded[1][file_name], name)
+    assert (result["status"], result["mistake"]) == ("fail", "used_off_limits"), result
+    assert called in result["message"]
+
+
+def test_code_that_runs_when_the_answer_is_defined_cannot_reach_the_checks(graded):
+    result = verdict_of(graded[1]["deftime_01_positional_encoding.ipynb"], "create_position_matrix")
+    assert (result["status"], result["mistake"]) == ("fail", "tampering"), result
+
+
+def test_files_that_are_not_notebooks_are_reported_and_the_others_still_graded(graded):
+    status, reports, folder = graded
+    assert status == 2
+    for name in ("hello.ipynb", "list.ipynb", "oops.ipynb"):
+        assert "not a Jupyter notebook" in reports[name]["error"] or "cannot read" in reports[name]["error"]
+    assert len(reports) == len(FORGERIES) + 4, "a report for every file"
+    rows = (folder / "grades.csv").read_text().splitlines()
+    assert any(row.startswith(str(folder / "hello.ipynb")) and ",error," in row for row in rows)
+
+
+def test_a_notebook_is_recognised_by_its_check_cells_when_its_name_says_nothing(graded):
+    report = graded[1]["homework_week3.ipynb"]
+    assert [e["name"] for e in report["exercises"]] == [e.name for e in exercises_in("01_positional_encoding")]
+    assert verdict_of(report, "create_position_matrix")["status"] == "pass"
+    assert verdict_of(report, "rotation_matrix")["mistake"] == "check_not_run", "its check cell is not there"
+
+
+def test_a_notebook_of_no_course_notebook_is_an_error_not_zero_out_of_zero(tmp_path):
+    path = tmp_path / "notes.ipynb"
+    nbformat.write(nbformat.v4.new_notebook(cells=[nbformat.v4.new_code_cell("x = 1")]), path)
+    status, out, _ = run_grader(path, "--json")
+    assert status == 2 and "no course notebook" in json.loads(out)["error"]
+
+
+def test_output_paths_are_checked_before_any_grading(tmp_path):
+    status, out, err = run_grader(ROOT / "notebooks", "--csv", tmp_path / "missing" / "grades.csv")
+    assert status == 2 and out == "" and "does not exist" in err
+    status, _, err = run_grader(ROOT / "notebooks", "--report", tmp_path)
+    assert status == 2 and "folder" in err
+
+
+def test_a_dead_kernel_and_a_timed_out_cell_are_named(tmp_path):
+    right = solution_source("01_positional_encoding", "create_position_matrix")
+    dies = small_notebook(tmp_path, "dies_01_positional_encoding.ipynb", "01_positional_encoding",
+                          {"create_position_matrix": right}, "import os\nos._exit(1)")
+    status, out, _ = run_grader(dies, "--json")
+    result = verdict_of(json.loads(out), "create_position_matrix")
+    assert (result["status"], result["mistake"]) == ("fail", "kernel_died"), result
+    assert "kernel died while running code cell 3 (`import os`)" in result["message"]
+    looping = PE_SIGNATURE + "    while True:\n        pass\n"
+    slow = small_notebook(tmp_path, "slow_01_positional_encoding.ipynb", "01_positional_encoding",
+                          {"create_position_matrix": looping})
+    status, out, _ = run_grader(slow, "--json", "--timeout", "4")
+    result = verdict_of(json.loads(out), "create_position_matrix")
+    assert (result["status"], result["mistake"]) == ("fail", "timed_out"), result
+    assert "code cell 3 (`check_create_position_matrix(" in result["message"]
+    assert "ran longer than 4 seconds" in result["message"]
+
+
+def test_every_exercise_declares_what_is_off_limits():
+    for exercise in EXERCISES.values():
+        assert exercise.off_limits, f"{exercise.name} declares nothing off limits"
+        assert any(name.startswith("helpers.") for name in exercise.off_limits), (
+            f"{exercise.name}: its own reference must be off limits")
