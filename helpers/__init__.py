@@ -38,6 +38,6 @@ from .checks import (check_apply_rope, check_causal_mask, check_combine_heads, c
                      check_decoder_layer, check_encoder_layer, check_feed_forward, check_greedy_decode,
                      check_label_smoothing_loss, check_layer_norm, check_masked_softmax, check_multi_head_attention,
                      check_padding_mask, check_rotation_matrix, check_scaled_dot_product_attention, check_softmax,
-                     check_split_heads, check_transformer, check_transformer_lr)
+                     check_split_heads, check_train_step, check_transformer, check_transformer_lr)
 
 __version__ = "0.2.0"
