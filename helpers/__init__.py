@@ -26,7 +26,7 @@ from .dates import (FORMAT_NAMES, SOURCE_VOCAB, TARGET_VOCAB, DateDataset, decod
                     encode_targets, format_date, format_of, make_date_dataset)
 from .schedule import scheduled_lr, transformer_lr
 from .loss import LabelSmoothingLoss, loss_floor
-from .training import Recipe, TrainConfig, default_device
+from .training import Recipe, TrainConfig, default_device, train_step
 from .decoding import beam_search, exact_match, greedy_decode, predict
 from .checkpoints import train_or_load
 from .student_code import your_recipe, yours_or_reference
