@@ -26,7 +26,7 @@ from .dates import (FORMAT_NAMES, SOURCE_VOCAB, TARGET_VOCAB, DateDataset, decod
                     encode_targets, format_date, format_of, make_date_dataset)
 from .schedule import scheduled_lr, transformer_lr
 from .loss import LabelSmoothingLoss, loss_floor
-from .training import Recipe, TrainConfig, default_device
+from .training import Recipe, TrainConfig, default_device, train_step
 from .decoding import beam_search, exact_match, greedy_decode, predict
 from .checkpoints import train_or_load
 from .student_code import your_recipe, yours_or_reference
@@ -39,6 +39,6 @@ from .checks import (check_apply_rope, check_causal_mask, check_combine_heads, c
                      check_label_smoothing_loss, check_layer_norm, check_masked_softmax, check_multi_head_attention,
                      check_multi_head_attention_module,
                      check_padding_mask, check_rotation_matrix, check_scaled_dot_product_attention, check_softmax,
-                     check_split_heads, check_transformer, check_transformer_lr)
+                     check_split_heads, check_train_step, check_transformer, check_transformer_lr)
 
 __version__ = "0.2.0"

@@ -244,6 +244,29 @@ def yours_or_reference(obj: Any, defines: str | None = None) -> tuple[Any, str]:
     return getattr(helpers, name), tr("student_code:whose_reference", "the reference")
 
 
+def reference_transformer_with(encoder_layer: type | None, decoder_layer: type | None) -> type:
+    """The reference Transformer whose N encoder and N decoder layers are built from the given classes
+    (None: the reference layer), each called as Layer(d_model, h, d_ff, dropout, norm_first); every
+    parameter is then initialised as the reference initialises its own."""
+    from torch import nn
+
+    from .transformer import Transformer as Reference
+
+    class Transformer(Reference):
+        def __init__(self, *args: Any, **kwargs: Any):
+            super().__init__(*args, **kwargs)
+            sizes = (self.d_model, self.num_heads, self.d_ff, self.dropout_p, self.norm_first)
+            if encoder_layer is not None:
+                self.encoder.layers = nn.ModuleList(encoder_layer(*sizes) for _ in range(self.num_layers))
+            if decoder_layer is not None:
+                self.decoder.layers = nn.ModuleList(decoder_layer(*sizes) for _ in range(self.num_layers))
+            self._reset_parameters()
+            if self.share_embeddings:
+                self.generator.weight = self.src_embed.weight
+
+    return Transformer
+
+
 def your_recipe(model_notebook: str | Path = "05_transformer.ipynb", **own: Any):
     """The training Recipe of notebook 06, built from the student's code wherever its check passes.
 
@@ -256,20 +279,32 @@ def your_recipe(model_notebook: str | Path = "05_transformer.ipynb", **own: Any)
     """
     from .training import Recipe
 
+    import helpers
+
     choice = student_or_reference(model_notebook, notebook_parts("05_transformer"))
     origin, reasons, sources = dict(choice.origin), dict(choice.reasons), dict(choice.sources)
-    if choice.origin["Transformer"] != "yours":
+    model_class = choice.objects["Transformer"] if origin["Transformer"] == "yours" else helpers.Transformer
+    if origin["Transformer"] != "yours":
+        layers = {name: choice.objects[name] for name in ("EncoderLayer", "DecoderLayer") if origin[name] == "yours"}
+        if layers:
+            model_class = reference_transformer_with(layers.get("EncoderLayer"), layers.get("DecoderLayer"))
         for name in origin:
-            if origin[name] == "yours" and name != "Transformer":
+            if origin[name] == "yours" and name != "Transformer" and not layers:
                 origin[name] = "reference"
-                reasons[name] = tr("student_code:only_your_transformer",
-                                   "its check passes, but only your Transformer would use it")
+                reasons[name] = tr("student_code:only_your_layers",
+                                   "its check passes, but only your layers or your Transformer would use it")
                 sources.pop(name)
-    used = {"transformer_lr": None, "LabelSmoothingLoss": None}
+            elif origin[name] == "yours" and name not in ("Transformer", "EncoderLayer", "DecoderLayer"):
+                reasons[name] = tr("student_code:inside_reference_transformer",
+                                   "its check passes; it trains inside your layers, in the reference Transformer")
+        for name in layers:
+            reasons[name] = tr("student_code:layer_in_reference",
+                               "its check passes; it trains inside the reference Transformer")
+    used = {"transformer_lr": None, "LabelSmoothingLoss": None, "train_step": None}
     own_parts = notebook_parts("06_training")
     for name, obj in own.items():
         if name not in used:
-            raise ValueError(f"own parts must be transformer_lr= and LabelSmoothingLoss=, got {name}=")
+            raise ValueError(f"own parts must be transformer_lr=, LabelSmoothingLoss= and train_step=, got {name}=")
         check, reference = own_parts[name]
         with silenced():
             verdict = check(obj)
@@ -280,15 +315,14 @@ def your_recipe(model_notebook: str | Path = "05_transformer.ipynb", **own: Any)
         else:
             origin[name], reasons[name] = "reference", _not_yet(verdict)
     digest = Choice({}, {}, {}, sources).fingerprint() if sources else ""
-    import helpers
-
-    recipe = Recipe(model_class=choice.objects["Transformer"] if origin["Transformer"] == "yours"
-                    else helpers.Transformer,
+    recipe = Recipe(model_class=model_class,
                     transformer_lr=used["transformer_lr"] or helpers.transformer_lr,
                     loss_class=used["LabelSmoothingLoss"] or helpers.LabelSmoothingLoss,
+                    train_step=used["train_step"] or helpers.training.train_step,
                     fingerprint=digest, origin=origin, reasons=reasons)
     return recipe
 
 
-__all__ = ["Choice", "Definitions", "load_definitions", "normalized", "notebook_parts", "source_of",
+__all__ = ["Choice", "Definitions", "load_definitions", "normalized", "notebook_parts", "reference_transformer_with",
+           "source_of",
            "student_or_reference", "your_recipe", "yours_or_reference"]

@@ -83,6 +83,23 @@ NOTEBOOK_CONFIG = TrainConfig(d_model=64, num_heads=4, num_layers=2, d_ff=256, d
 NOTEBOOK_DATA = dict(n_train=60_000, n_valid=1_000, n_test=2_000, seed=0)
 
 
+def train_step(model: nn.Module, src: torch.Tensor, tgt: torch.Tensor, optimizer, scheduler, loss_fn) -> float:
+    """One training step with teacher forcing; return the batch's loss as a Python float.
+
+    src: (batch, L_src) token ids, tgt: (batch, L_tgt) with <s> first. The decoder reads tgt[:, :-1]
+    and is scored on predicting tgt[:, 1:]; then zero_grad, backward, the optimiser's step and the
+    scheduler's step, in that order. Notebook 06's exercise train_step writes the same ten lines.
+    """
+    model.train()
+    logits = model(src, tgt[:, :-1])  # (batch, L_tgt - 1, V)
+    loss = loss_fn(logits, tgt[:, 1:])
+    optimizer.zero_grad(set_to_none=True)
+    loss.backward()
+    optimizer.step()
+    scheduler.step()
+    return loss.item()
+
+
 @dataclass(frozen=True)
 class Recipe:
     """The code that trains: the model class, the schedule function and the loss class.
@@ -97,6 +114,7 @@ class Recipe:
     model_class: type = Transformer
     transformer_lr: Callable[[int, int, int], float] = transformer_lr
     loss_class: type = LabelSmoothingLoss
+    train_step: Callable[..., float] = train_step
     fingerprint: str = ""
     origin: dict[str, str] = field(default_factory=dict)  # part name -> "yours" or "reference"
     reasons: dict[str, str] = field(default_factory=dict)  # part name -> why
@@ -203,8 +221,9 @@ def train_model(model: Transformer, batches: Iterator, config: TrainConfig, devi
                 callback_every: int = 100, recipe: Recipe = REFERENCE) -> History:
     """Train for config.steps steps with teacher forcing; return the History.
 
-    Each step: the decoder reads tgt[:, :-1] (<s> and the first characters) and is scored on
-    predicting tgt[:, 1:] (the characters and </s>). callback(step, model), if given, runs every
+    Each step is recipe.train_step (the reference train_step, or the student's): the decoder reads
+    tgt[:, :-1] (<s> and the first characters) and is scored on predicting tgt[:, 1:] (the characters
+    and </s>). callback(step, model), if given, runs every
     callback_every steps outside the timed part; returning True stops training early.
     """
     device = device or default_device()
@@ -224,14 +243,8 @@ def train_model(model: Transformer, batches: Iterator, config: TrainConfig, devi
     for step in range(1, config.steps + 1):
         src, tgt = next(iterator)
         src, tgt = src.to(device), tgt.to(device)
-        logits = model(src, tgt[:, :-1])  # (batch, 11, V)
-        loss = loss_fn(logits, tgt[:, 1:])
-        optimizer.zero_grad(set_to_none=True)
-        loss.backward()
-        optimizer.step()
         history.lr.append(schedule.get_last_lr()[0])
-        schedule.step()
-        history.loss.append(loss.item())
+        history.loss.append(float(recipe.train_step(model, src, tgt, optimizer, schedule, loss_fn)))
         if bar is not None:
             bar.update(1)
             if step % 50 == 0:
@@ -253,4 +266,4 @@ def train_model(model: Transformer, batches: Iterator, config: TrainConfig, devi
 
 __all__ = ["NOTEBOOK_CONFIG", "NOTEBOOK_DATA", "REFERENCE", "History", "Recipe", "ShuffledBatches", "TrainConfig",
            "build_model",
-           "default_device", "make_optimizer", "train_model"]
+           "default_device", "make_optimizer", "train_model", "train_step"]

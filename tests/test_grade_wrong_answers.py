@@ -125,6 +125,8 @@ WRONG["06_training"] = {
         "transformer_lr", "step * warmup ** -1.5", "step * warmup ** -0.5", notebook="06_training")),
     "LabelSmoothingLoss": ("label_smoothing_loss", "padding_not_ignored", broken(
         "LabelSmoothingLoss", "return loss[keep].sum() / keep.sum()", "return loss.mean()", notebook="06_training")),
+    "train_step": ("train_step", "no_scheduler_step", broken(
+        "train_step", "    scheduler.step()\n", "", notebook="06_training")),
 }
 
 STUDENTS = {stem: f"student{number}" for number, stem in enumerate(STEMS, start=1)}

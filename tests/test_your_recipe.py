@@ -65,13 +65,42 @@ def test_a_failing_layer_norm_is_replaced_inside_the_students_layers(tmp_path):
     assert type(model.encoder.layers[0]).__module__ == "notebook_05_transformer"
 
 
-def test_without_the_students_transformer_none_of_their_layers_trains(tmp_path):
+def test_without_the_students_transformer_their_layers_train_in_the_reference(tmp_path):
     path = edited(tmp_path, "x = self.positional(self.src_embed(src) * math.sqrt(self.d_model))",
                   "x = self.positional(self.src_embed(src))")  # no sqrt(d_model)
     recipe = your_recipe(path)
-    assert recipe.model_class is helpers.Transformer
-    assert set(recipe.origin.values()) == {"reference"} and recipe.fingerprint == ""
-    assert "only your Transformer would use it" in recipe.reasons["LayerNorm"]
+    assert recipe.origin["Transformer"] == "reference" and recipe.fingerprint != ""
+    assert {recipe.origin[name] for name in ("LayerNorm", "EncoderLayer", "DecoderLayer")} == {"yours"}
+    assert "inside the reference Transformer" in recipe.reasons["EncoderLayer"]
+    model = build_model(TINY, recipe)
+    assert isinstance(model, helpers.Transformer)
+    assert type(model.encoder.layers[0]).__module__ == "notebook_05_transformer"
+    assert type(model.decoder.layers[0]).__module__ == "notebook_05_transformer"
+    assert type(model.encoder.layers[0].norm1).__module__ == "notebook_05_transformer"
+    src = torch.randint(3, 10, (2, 5))
+    assert model(src, src).shape[:2] == (2, 5)
+
+
+def test_the_students_train_step_is_used_when_its_check_passes():
+    from helpers.training import train_step
+
+    def my_step(model, src, tgt, optimizer, scheduler, loss_fn):
+        model.train()
+        loss = loss_fn(model(src, tgt[:, :-1]), tgt[:, 1:])
+        optimizer.zero_grad()
+        loss.backward()
+        optimizer.step()
+        scheduler.step()
+        return loss.item()
+
+    def broken(model, src, tgt, optimizer, scheduler, loss_fn):
+        return 0.0
+
+    assert your_recipe(PRISTINE).train_step is train_step
+    recipe = your_recipe(PRISTINE, train_step=my_step)
+    assert recipe.train_step is my_step and recipe.origin["train_step"] == "yours" and recipe.fingerprint
+    recipe = your_recipe(PRISTINE, train_step=broken)
+    assert recipe.train_step is train_step and recipe.origin["train_step"] == "reference"
 
 
 def test_the_fingerprint_follows_the_code_not_its_comments(tmp_path, solved):

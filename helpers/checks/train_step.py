@@ -1,0 +1,190 @@
+"""The check of notebook 06's training step (``train_step``).
+
+The check trains two fresh copies of a tiny seeded Transformer (dropout on, handed over in eval mode)
+for two steps each: one with the student's train_step, one with the reference (helpers.training.train_step),
+with Adam and a warm-up schedule whose rate changes every step. It compares the returned losses and
+every parameter after the first and after the second step. When they differ, it runs the common wrong
+steps (WRONG_STEPS: no zero_grad, no shift, the scheduler first or never, the model left in eval mode,
+...) and names a mistake only when the student's parameters equal that wrong step's.
+"""
+
+from __future__ import annotations
+
+from typing import Any, Callable
+
+import torch
+
+from ..i18n import tr
+from ..loss import LabelSmoothingLoss
+from ..training import train_step as reference_train_step
+from ..transformer import Transformer
+from .harness import EXERCISES, Known, Mistake, call, exercise, generic
+
+VOCAB, PAD, D_MODEL, HEADS, D_FF, BATCH, L_SRC, L_TGT = 11, 0, 16, 2, 32, 4, 7, 6
+
+TRAIN_STEP_MISTAKES = {
+    "loss_tensor": "your train_step returned a {kind}: return the loss as a Python number with `.item()`, so that "
+                   "the loop does not keep every step's graph alive.",
+    "no_zero_grad": "your first step is right but the second is not: the gradients are never zeroed, so the second "
+                    "step adds its gradients to the first step's. Call `optimizer.zero_grad()` before `backward()`.",
+    "zero_grad_after_backward": "your parameters do not move: `optimizer.zero_grad()` runs after `loss.backward()` and "
+                                "wipes the gradients before the optimizer's step. Zero them before `backward()`.",
+    "no_shift": "the decoder reads the very token it must predict (no shift): feed it `tgt[:, :-1]` and score its "
+                "output against `tgt[:, 1:]`.",
+    "scheduler_first": "you step the scheduler before the optimizer, so every update uses the next step's rate: "
+                       "call `optimizer.step()` first, then `scheduler.step()`.",
+    "no_scheduler_step": "your learning rate never changes: call `scheduler.step()` after `optimizer.step()`.",
+    "eval_mode": "your step trains the model in evaluation mode (dropout off): call `model.train()` first.",
+}
+
+
+# The common wrong steps, as data: code -> a step that makes that mistake.
+def _no_zero_grad(model, src, tgt, optimizer, scheduler, loss_fn):
+    model.train()
+    loss = loss_fn(model(src, tgt[:, :-1]), tgt[:, 1:])
+    loss.backward()
+    optimizer.step()
+    scheduler.step()
+    return loss.item()
+
+
+def _zero_grad_after_backward(model, src, tgt, optimizer, scheduler, loss_fn):
+    model.train()
+    loss = loss_fn(model(src, tgt[:, :-1]), tgt[:, 1:])
+    loss.backward()
+    optimizer.zero_grad()
+    optimizer.step()
+    scheduler.step()
+    return loss.item()
+
+
+def _no_shift(model, src, tgt, optimizer, scheduler, loss_fn):
+    model.train()
+    loss = loss_fn(model(src, tgt), tgt)
+    optimizer.zero_grad()
+    loss.backward()
+    optimizer.step()
+    scheduler.step()
+    return loss.item()
+
+
+def _no_shift_trimmed(model, src, tgt, optimizer, scheduler, loss_fn):
+    model.train()
+    loss = loss_fn(model(src, tgt[:, :-1]), tgt[:, :-1])
+    optimizer.zero_grad()
+    loss.backward()
+    optimizer.step()
+    scheduler.step()
+    return loss.item()
+
+
+def _scheduler_first(model, src, tgt, optimizer, scheduler, loss_fn):
+    model.train()
+    loss = loss_fn(model(src, tgt[:, :-1]), tgt[:, 1:])
+    optimizer.zero_grad()
+    loss.backward()
+    scheduler.step()
+    optimizer.step()
+    return loss.item()
+
+
+def _no_scheduler_step(model, src, tgt, optimizer, scheduler, loss_fn):
+    model.train()
+    loss = loss_fn(model(src, tgt[:, :-1]), tgt[:, 1:])
+    optimizer.zero_grad()
+    loss.backward()
+    optimizer.step()
+    return loss.item()
+
+
+def _eval_mode(model, src, tgt, optimizer, scheduler, loss_fn):
+    loss = loss_fn(model(src, tgt[:, :-1]), tgt[:, 1:])
+    optimizer.zero_grad()
+    loss.backward()
+    optimizer.step()
+    scheduler.step()
+    return loss.item()
+
+
+WRONG_STEPS: dict[str, list[Callable]] = {
+    "no_zero_grad": [_no_zero_grad],
+    "zero_grad_after_backward": [_zero_grad_after_backward],
+    "no_shift": [_no_shift, _no_shift_trimmed],
+    "scheduler_first": [_scheduler_first],
+    "no_scheduler_step": [_no_scheduler_step],
+    "eval_mode": [_eval_mode],
+}
+
+
+def _batches() -> list[tuple[torch.Tensor, torch.Tensor]]:
+    """Two batches (src (4, 7), tgt (4, 6)) of token ids with some padding, seeded."""
+    generator = torch.Generator().manual_seed(6)
+    batches = []
+    for _ in range(2):
+        src = torch.randint(3, VOCAB, (BATCH, L_SRC), generator=generator)
+        tgt = torch.randint(3, VOCAB, (BATCH, L_TGT), generator=generator)
+        src[1, 5:] = PAD
+        tgt[:, 0] = 1  # <s>
+        batches.append((src, tgt))
+    return batches
+
+
+def _run(step: Callable, student: bool) -> tuple[list[Any], list[list[torch.Tensor]]]:
+    """Two steps of step on a fresh tiny model: the returned values and the parameters after each step."""
+    torch.manual_seed(0)
+    model = Transformer(VOCAB, VOCAB, d_model=D_MODEL, num_heads=HEADS, num_layers=1, d_ff=D_FF, dropout=0.1,
+                        max_len=16, pad_id=PAD).eval()
+    optimizer = torch.optim.Adam(model.parameters(), lr=1.0, betas=(0.9, 0.98), eps=1e-9)
+    scheduler = torch.optim.lr_scheduler.LambdaLR(optimizer, lambda i: 1e-2 * (i + 1))
+    loss_fn = LabelSmoothingLoss(0.1, PAD)
+    returned, params = [], []
+    for n, (src, tgt) in enumerate(_batches()):
+        torch.manual_seed(100 + n)  # the same dropout masks for every step function
+        returned.append(call(step, model, src, tgt, optimizer, scheduler, loss_fn) if student
+                        else step(model, src, tgt, optimizer, scheduler, loss_fn))
+        params.append([p.detach().clone() for p in model.parameters()])
+    return returned, params
+
+
+def _same(a: list[torch.Tensor], b: list[torch.Tensor]) -> bool:
+    return len(a) == len(b) and all(x.shape == y.shape and torch.allclose(x, y, rtol=1e-4, atol=1e-6)
+                                    for x, y in zip(a, b))
+
+
+@exercise("train_step", notebook="06_training", defines="train_step",
+          success="correct! Teacher forcing, zero_grad, backward, the optimizer's step, then the scheduler's.",
+          mistakes=TRAIN_STEP_MISTAKES,
+          off_limits=("helpers.training.train_step", "helpers.training.train_model"))
+def check_train_step(train_step: Any) -> str:
+    """Check a student's train_step(model, src, tgt, optimizer, scheduler, loss_fn) -> float against the reference."""
+    returned, params = _run(train_step, student=True)
+    expected_losses, expected = _run(reference_train_step, student=False)
+    for value in returned:
+        if value is None:
+            raise generic("returned_none", what="train_step")
+    right = [_same(p, e) for p, e in zip(params, expected)]
+    if all(right):
+        for value in returned:
+            if isinstance(value, torch.Tensor) or not isinstance(value, (int, float)) or isinstance(value, bool):
+                raise Known("loss_tensor", kind=type(value).__name__)
+        if all(abs(float(v) - e) <= 1e-5 * max(1.0, abs(e)) for v, e in zip(returned, expected_losses)):
+            return tr("train_step:checked", "Checked the parameters after one and two steps of a tiny Transformer.")
+        raise Mistake(tr("train_step:loss_differs", "your parameters are right, but the losses you return are "
+                         "{actual}, the reference's {expected}: return this batch's loss, computed before the update.",
+                         actual=[round(float(v), 5) for v in returned],
+                         expected=[round(e, 5) for e in expected_losses]))
+    for code, steps in WRONG_STEPS.items():
+        for wrong in steps:
+            _, wrong_params = _run(wrong, student=False)
+            if all(_same(p, w) for p, w in zip(params, wrong_params)):
+                raise Known(code)
+    first = tr("train_step:after_first", "after the first step") if not right[0] else \
+        tr("train_step:after_second", "after the second step")
+    raise Mistake(tr("train_step:params_differ", "your parameters differ from the reference's {when}: the step is "
+                     "model.train(), the forward pass on (src, tgt[:, :-1]), the loss against tgt[:, 1:], "
+                     "zero_grad, backward, optimizer.step(), scheduler.step().", when=first))
+
+
+# Notebook 06 asks for train_step (section 3, before training) before greedy_decode (section 4): keep the
+# registry, which lists each notebook's exercises in notebook order, in that order.
+EXERCISES["greedy_decode"] = EXERCISES.pop("greedy_decode")
