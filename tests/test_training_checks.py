@@ -17,7 +17,8 @@ from conftest import verdict
 
 
 def test_registered_in_notebook_order():
-    assert [e.name for e in exercises_in("06_training")] == ["transformer_lr", "label_smoothing_loss", "greedy_decode"]
+    assert [e.name for e in exercises_in("06_training")] == ["transformer_lr", "label_smoothing_loss", "train_step",
+                                                             "greedy_decode"]
 
 
 # ---------------------------------------------------------------------- transformer_lr

@@ -26,7 +26,8 @@ CHECKS = {"layer_norm": check_layer_norm, "feed_forward": check_feed_forward, "e
 def test_registered_for_the_grader():
     assert [e.name for e in exercises_in("05_transformer")] == ["layer_norm", "feed_forward", "encoder_layer",
                                                                 "decoder_layer", "transformer"]
-    assert [e.name for e in exercises_in("06_training")] == ["transformer_lr", "label_smoothing_loss", "greedy_decode"]
+    assert [e.name for e in exercises_in("06_training")] == ["transformer_lr", "label_smoothing_loss", "train_step",
+                                                             "greedy_decode"]
 
 
 # ---------------------------------------------------------------------- layer norm

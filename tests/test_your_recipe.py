@@ -232,4 +232,4 @@ def test_notebook_06_trains_with_your_recipe():
     assert "helpers.train_or_load(config, data, recipe=recipe" in code
     outputs = [o for c in notebook["cells"] if c.get("id") == "recipe-code" for o in c["outputs"]]
     assert "Training YOUR code: LayerNorm, PositionwiseFeedForward, EncoderLayer, DecoderLayer, Transformer, " \
-           "transformer_lr, LabelSmoothingLoss." in "".join(outputs[0]["text"])
+           "transformer_lr, LabelSmoothingLoss, train_step." in "".join(outputs[0]["text"])
