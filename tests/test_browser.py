@@ -2,7 +2,7 @@
 chromium-driver, driven by selenium).
 
 One JupyterLab server, started the way `make lab` starts it, and one browser serve every test. For
-every English student notebook, and notebook 01 of every other edition (i18n/*/EDITION), the test
+every English student notebook, and notebook 01 of every other edition (editions/*/EDITION), the test
 runs all cells from the Run menu and asserts what the student must see: every exercise's check line
 (📝 in a pristine notebook), no error output, every figure as an image. A notebook with one exercise
 solved right and one wrong shows a ✅ and a ❌ line. No nbgrader menu shows. When an assertion
@@ -45,7 +45,7 @@ from selenium import webdriver  # noqa: E402  (only once Chromium is known to be
 from selenium.webdriver.chrome.service import Service  # noqa: E402
 from selenium.webdriver.common.by import By  # noqa: E402
 
-EDITIONS = sorted(path.parent.name for path in (ROOT / "i18n").glob("*/EDITION"))
+EDITIONS = sorted(path.parent.name for path in (ROOT / "editions").glob("*/EDITION"))
 ENGLISH = sorted(path.name for path in (ROOT / "notebooks").glob("*.ipynb"))
 
 
@@ -212,10 +212,10 @@ def test_every_student_notebook_runs_from_the_run_menu(browser, lab, name):
 @pytest.mark.parametrize("language", [language for language in EDITIONS if language != "en"])
 def test_notebook_01_of_every_edition_runs_from_the_run_menu(browser, lab, language):
     name = "01_positional_encoding.ipynb"
-    page = run_all(browser, lab, f"{language}/notebooks/{name}")
-    _assert_page(browser, f"{language}/notebooks/{name}", page,
+    page = run_all(browser, lab, f"editions/{language}/notebooks/{name}")
+    _assert_page(browser, f"editions/{language}/notebooks/{name}", page,
                  {e.name: "📝" for e in exercises_in("01_positional_encoding")},
-                 stored_images(ROOT / language / "solutions" / name))
+                 stored_images(ROOT / "editions" / language / "solutions" / name))
 
 
 def test_a_right_and_a_wrong_answer_show_their_lines(browser, lab):

@@ -25,7 +25,7 @@ MONTHS = re.compile(r"\b(January|February|March|April|May|June|July|August|Septe
 
 
 def spanish_outputs():
-    for path in sorted((ROOT / "es" / "solutions").glob("*.ipynb")):
+    for path in sorted((ROOT / "editions" / "es" / "solutions").glob("*.ipynb")):
         for cell in json.loads(path.read_text(encoding="utf-8"))["cells"]:
             for output in cell.get("outputs", []):
                 text = output.get("text") or output.get("data", {}).get("text/plain", "")
@@ -40,7 +40,7 @@ def english_words(text: str) -> list[str]:
     return [w for w in words if w in ENGLISH]
 
 
-@pytest.mark.parametrize("notebook", sorted(p.name for p in (ROOT / "es" / "solutions").glob("*.ipynb")))
+@pytest.mark.parametrize("notebook", sorted(p.name for p in (ROOT / "editions" / "es" / "solutions").glob("*.ipynb")))
 def test_no_english_left_in_the_spanish_outputs(notebook):
     found = [(cell, english_words(text), text[:120]) for name, cell, text in spanish_outputs()
              if name == notebook and english_words(text)]
@@ -56,13 +56,18 @@ def test_numbers_follow_the_edition():
     assert number(63119496, in_language="en") == "63,119,496"
     assert number(63119496, in_language="es") == "63\u202f119\u202f496"
     assert number(99.6, 2, in_language="es") == "99.60"
-    assert number(1234.5, 1, in_language="es") == "1\u202f234.5"
+    assert number(1234.5, 1, in_language="es") == "1234.5"  # the RAE groups from five digits on
+    assert number(12345.5, 1, in_language="es") == "12\u202f345.5"
     assert number(512, in_language="es") == "512"
+    for language in ("pt", "vi"):  # Brazil and Vietnam: a point for thousands, a comma for decimals
+        assert number(63119496, in_language=language) == "63.119.496"
+        assert number(99.6, 2, in_language=language) == "99,60"
+        assert number(2000, in_language=language) == "2.000"
     with pytest.raises(ValueError, match="decimals"):
         number(1.0, -1)
 
 
-@pytest.mark.parametrize("notebook", sorted(p.name for p in (ROOT / "es" / "solutions").glob("*.ipynb")))
+@pytest.mark.parametrize("notebook", sorted(p.name for p in (ROOT / "editions" / "es" / "solutions").glob("*.ipynb")))
 def test_spanish_outputs_group_thousands_the_spanish_way(notebook):
     """No "63,119,496" in the Spanish edition: numbers go through helpers.number ("63 119 496")."""
     english_grouping = re.compile(r"\b\d{1,3}(?:,\d{3})+\b")
