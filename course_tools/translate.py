@@ -220,7 +220,7 @@ def _load(path: Path):
     if path.exists():
         return polib.pofile(str(path), wrapwidth=0)
     po = polib.POFile(wrapwidth=0)
-    po.metadata = {"Project-Id-Version": "transformers-from-scratch", "Language": path.parent.name,
+    po.metadata = {"Project-Id-Version": "transformers-from-scratch", "Language": path.parent.parent.name,
                    "MIME-Version": "1.0", "Content-Type": "text/plain; charset=UTF-8",
                    "Content-Transfer-Encoding": "8bit"}
     return po
