@@ -18,9 +18,10 @@ source. A translator edits gettext files, never a notebook's JSON:
   ``helpers.i18n.tr("key", "English")`` call for the rest.
 
 The edition is the list of notebooks in ``editions/<language>/EDITION``, one file stem per line: only
-those are built into ``editions/<language>/solutions`` and ``notebooks`` and checked. A notebook joins the
-edition once its .po file is translated; from then on a missing or stale piece of it fails ``check``. The .po files of the other
-notebooks are kept in step by ``extract`` all the same, so that translators can work on them.
+those are built into ``editions/<language>/solutions`` and ``notebooks`` and checked. A notebook joins
+the edition once its .po file is translated; from then on a missing or stale piece of it fails
+``check``. The .po files of the other notebooks are kept in step by ``extract`` all the same, so that
+translators can work on them.
 ``messages.po`` must be complete for the messages the edition shows: the hints and success lines of
 its exercises, the generic hints, and every ``tr()`` message of helpers and course_tools.
 
