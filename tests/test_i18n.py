@@ -34,7 +34,7 @@ def pairs():
 
 def test_every_edition_holds_all_six_notebooks_and_only_generated_notebooks():
     """The READMEs promise the whole course in every language."""
-    assert LANGUAGES == ["es", "pt", "vi"]
+    assert {"es", "pt", "vi"} <= set(LANGUAGES)
     for language in LANGUAGES:
         edition = translate.edition(language)
         assert edition == [p.stem for p in ENGLISH_ALL] and len(edition) == 6, language
