@@ -235,9 +235,11 @@ class DateDataset:
         return h.hexdigest()[:16]
 
     def __repr__(self) -> str:
+        from .i18n import number  # the counts as the student's language writes them: 60,000 / 60 000
+
         return tr("dates:dataset_repr", "DateDataset(seed={seed}, train={train} pairs, valid={valid} pairs, "
-                  "test={test} pairs)", seed=self.seed, train=len(self.train), valid=len(self.valid),
-                  test=len(self.test))
+                  "test={test} pairs)", seed=self.seed, train=number(len(self.train)),
+                  valid=number(len(self.valid)), test=number(len(self.test)))
 
 
 def make_date_dataset(n_train: int = 60_000, n_valid: int = 1_000, n_test: int = 2_000,
