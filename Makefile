@@ -66,7 +66,7 @@ lab-%: setup
 
 # Five independent runs, two at a time (make -j2, in an order that packs them well): the unit tests, the
 # nbgrader course, strict nbval on the solutions, the browser test, lax nbval on the student notebooks. On a 2-core machine
-# this takes 60-80% of the time they take one after the other (README.md, CI, gives the times measured).
+# this takes 60-80% of the time they take one after the other (README.md, CI, gives the browser test's time).
 test: setup
 	$(MAKE) --no-print-directory lint
 	$(MAKE) --no-print-directory -j2 --output-sync=target unit-others unit-nbgrader nbval-solutions browser \

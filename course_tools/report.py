@@ -494,13 +494,17 @@ def render(reports: list[dict], language: str | None = None, roots: list[Path] |
 
 def write_report(reports: list[dict], path: Path, language: str | None = None,
                  roots: list[Path] | None = None) -> None:
-    """Write the report page to path, whole or not at all (a temporary file beside it, then a rename)."""
+    """Write the report page to path, whole or not at all (a temporary file beside it, then a rename), readable
+    as any new file of the user's (the umask decides)."""
     path = Path(path)
     text = render(reports, language, roots)
     handle, temporary = tempfile.mkstemp(dir=path.parent, prefix=f".{path.name}.", suffix=".tmp")
     try:
         with os.fdopen(handle, "w", encoding="utf-8") as out:
             out.write(text)
+        umask = os.umask(0)
+        os.umask(umask)
+        os.chmod(temporary, 0o666 & ~umask)  # as any new file, not mkstemp's owner-only 0600
         os.replace(temporary, path)
     except BaseException:
         Path(temporary).unlink(missing_ok=True)

@@ -2,6 +2,7 @@
 tests/test_browser.py opens it in Chromium, and runs `tfs-grade FOLDER --report` end to end."""
 
 import json
+import os
 import re
 from datetime import datetime
 from pathlib import Path
@@ -239,3 +240,9 @@ def test_written_whole_or_not_at_all(tmp_path, monkeypatch):
     monkeypatch.undo()
     write_report(REPORTS, target)
     assert target.read_text().startswith("<!DOCTYPE html>")
+    umask = os.umask(0o022)
+    try:
+        write_report(REPORTS, target)
+    finally:
+        os.umask(umask)
+    assert target.stat().st_mode & 0o777 == 0o644, "readable by others, as the umask allows (not mkstemp's 0600)"
