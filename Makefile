@@ -7,12 +7,6 @@ PYTHON ?= python3
 VENV   := .venv
 PY     := $(VENV)/bin/python
 STAMP  := $(VENV)/.installed
-LAB_OVERRIDES := $(VENV)/share/jupyter/lab/settings/overrides.json
-# Which JupyterLab interface the environment shows: course_tools/jupyter/ (students: nbgrader's lab and
-# server extensions off) or course_tools/jupyter/instructor/ (make lab-instructor: nbgrader's menus on).
-JUPYTER_ETC := $(VENV)/etc/jupyter
-use_lab_settings = mkdir -p $(JUPYTER_ETC)/labconfig && cp $(1)/jupyter_server_config.json $(JUPYTER_ETC)/ \
-	&& cp $(1)/page_config.json $(JUPYTER_ETC)/labconfig/
 
 # Every recipe line runs in bash with pipefail, so a failing pip is never hidden behind a filter.
 SHELL := /bin/bash
@@ -36,8 +30,10 @@ QUIET_PIP := { grep -v "is ignored" || true; }
 .PHONY: setup lab lab-instructor test lint unit unit-nbgrader unit-others browser nbval-solutions nbval-notebooks student-notebooks check-student-notebooks \
         outputs translations check-translations review-translations grade versions benchmark clean
 
-setup: $(STAMP) $(LAB_OVERRIDES)
-	@$(call use_lab_settings,course_tools/jupyter)
+# The students' JupyterLab settings (course_tools/jupyter/: nbgrader's interface off, no news pop-up), merged into
+# the environment, where every `jupyter lab` it starts reads them (conda users run the same command once).
+setup: $(STAMP)
+	@$(PY) -m course_tools.jupyter
 
 $(STAMP): requirements.txt pyproject.toml
 	$(PYTHON) -m venv $(VENV)
@@ -48,18 +44,18 @@ $(STAMP): requirements.txt pyproject.toml
 	mkdir -p $(MPLCONFIGDIR) && $(PY) -c "import matplotlib.pyplot"   # build the font cache once
 	touch $(STAMP)
 
-# JupyterLab settings kept in the repository (no news pop-up, no update check).
-$(LAB_OVERRIDES): course_tools/jupyterlab-overrides.json $(STAMP)
-	mkdir -p $(dir $@) && cp $< $@
-
 lab: setup
 	$(VENV)/bin/jupyter lab --notebook-dir=. $(ROOT_FLAG) notebooks/01_positional_encoding.ipynb
 
-# For instructors: JupyterLab with nbgrader's menus and formgrader (the next make setup, lab or test
-# switches them off again). Run it where your nbgrader course folder is.
+# For instructors: JupyterLab in an nbgrader course folder (the one with nbgrader_config.py), with nbgrader's
+# menus, formgrader and server extensions on: course_tools/jupyter/instructor/ first on JUPYTER_CONFIG_PATH, for
+# this JupyterLab only (the environment keeps the students' settings).
+#   make lab-instructor COURSE=/path/to/course        LAB_ARGS="--port=8890" passes options to jupyter lab
 lab-instructor: setup
-	@$(call use_lab_settings,course_tools/jupyter/instructor)
-	$(VENV)/bin/jupyter lab --notebook-dir=. $(ROOT_FLAG)
+	@[ -n "$(COURSE)" ] || { echo "Say which nbgrader course folder to open: make lab-instructor COURSE=/path/to/course" >&2; exit 2; }
+	@[ -f "$(COURSE)/nbgrader_config.py" ] || { echo "$(COURSE) has no nbgrader_config.py: give the folder of your nbgrader course, or create one with $(CURDIR)/$(VENV)/bin/nbgrader quickstart COURSE_NAME" >&2; exit 2; }
+	cd "$(COURSE)" && JUPYTER_CONFIG_PATH="$(CURDIR)/course_tools/jupyter/instructor$${JUPYTER_CONFIG_PATH:+:$$JUPYTER_CONFIG_PATH}" \
+		"$(CURDIR)/$(VENV)/bin/jupyter" lab $(ROOT_FLAG) $(LAB_ARGS)
 
 # The editions: the same course in Spanish, Brazilian Portuguese and Vietnamese (README.es.md, README.pt.md,
 # README.vi.md), each in editions/<language>/. make lab-es (lab-pt, lab-vi) opens one at its notebook 01.
@@ -70,7 +66,7 @@ lab-%: setup
 
 # Five independent runs, two at a time (make -j2, in an order that packs them well): the unit tests, the
 # nbgrader course, strict nbval on the solutions, the browser test, lax nbval on the student notebooks. On a 2-core machine
-# this takes 60-80% of the time they take one after the other (README.md, CI, has the measurements).
+# this takes 60-80% of the time they take one after the other (README.md, CI, gives the browser test's time).
 test: setup
 	$(MAKE) --no-print-directory lint
 	$(MAKE) --no-print-directory -j2 --output-sync=target unit-others unit-nbgrader nbval-solutions browser \
