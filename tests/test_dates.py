@@ -128,3 +128,25 @@ def test_bad_format():
         format_date(EXAMPLE, 99)
     with pytest.raises(ValueError, match="date"):
         format_date("2026-11-21", 0)
+
+
+def test_notebook_06_states_the_data_sets_counts():
+    """Section 1 of notebook 06 counts the written forms, by language, and the source tokens as this module does."""
+    import json
+    from collections import Counter
+
+    from conftest import ROOT
+
+    cells = json.loads((ROOT / "solutions" / "06_training.ipynb").read_text(encoding="utf-8"))["cells"]
+    prose = "\n".join("".join(c["source"]) for c in cells if c["cell_type"] == "markdown")
+    by_language = Counter(language for _, language, _ in FORMATS)
+    names = {"en": "English", "es": "Spanish", "pt": "Portuguese", "vi": "Vietnamese", "numeric": "numeric"}
+    counted = re.search(r"one of (\d+) written forms \(([^)]*)\)", re.sub(r"\s+", " ", prose))
+    assert counted and int(counted.group(1)) == len(FORMATS)
+    assert {names[k]: v for k, v in by_language.items()} == {
+        word: int(n) for n, word in re.findall(r"(\d+) (\w+)", counted.group(2))}
+    assert f"{len(FORMATS)} ways of writing a date" in prose
+    assert f"Source vocabulary ({len(SOURCE_VOCAB)} tokens)" in prose
+    assert not re.search(r"\b(28|75)\b (ways|written forms|formats|forms|tokens)", prose)
+    for letter in SOURCE_CHARS[SOURCE_CHARS.index("Z") + 1:]:  # every accented letter is named
+        assert f"`{letter}" in prose or f" {letter}`" in prose or f" {letter} " in prose, letter

@@ -40,10 +40,7 @@ UNGROUPED = re.compile(r"(?<![\w.^/])\d{5,}(?:\.\d+)?(?![\w^]|\s*\*)")
 # Cells whose English code prints an ungrouped number the translation cannot reach (only comments and the
 # text of displayed strings are translated): (language, notebook, cell id) -> what the English code must do.
 # Remove an entry once its cell groups its numbers (a test fails while an entry is no longer needed).
-PENDING_UNGROUPED = {
-    ("es", "01_positional_encoding.ipynb", "014"):
-        "f'{wavelengths[-1]:.1f}' and f'{10000 * 2 * np.pi:.1f}' (60611.5, 62831.9): helpers.number(..., 1)",
-}
+PENDING_UNGROUPED: dict[tuple[str, str, str], str] = {}
 
 
 def solution_notebooks(language: str) -> list[str]:
