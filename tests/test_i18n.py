@@ -278,3 +278,33 @@ def test_each_edition_has_a_readme_with_the_two_commands_the_outline_and_the_lin
     assert "\nlab-%:" in makefile and "\noutputs-%:" in makefile and f"make outputs-{language}" in readme
     for stem in translate.edition(language):
         assert f"editions/{language}/notebooks/{stem}.ipynb" in readme
+
+
+def _date_language(text: str) -> str:
+    """The language a written date is in, from its words: "vi", "pt", "es", or "en" (digits only count as "en")."""
+    from helpers import dates
+
+    words = set(text.lower().replace(",", " ").replace(".", " ").split())
+    if "tháng" in words or "ngày" in text.lower():
+        return "vi"
+    if words & set(dates.MONTHS_PT) - set(dates.MONTHS_ES):
+        return "pt"
+    if words & set(dates.MONTHS_ES) - set(dates.MONTHS_PT) or words & set(dates.DAYS_ES) - {"sábado", "domingo"}:
+        return "es"
+    return "en"
+
+
+def _my_date_and_examples(path):
+    cell = next(c for c in nbformat.read(path, as_version=4).cells if c.source.startswith("MY_DATE = "))
+    namespace = {}
+    exec(cell.source.split("for text")[0], namespace)  # the two assignments only
+    return namespace["MY_DATE"], namespace["examples"]
+
+
+@pytest.mark.parametrize("language", ["en", *LANGUAGES])
+def test_the_students_date_and_the_first_example_are_in_the_editions_language(language):
+    """Notebook 06 invites the reader to write a date of their own: in each edition the date it starts from, and the
+    first example, are written in the edition's language."""
+    folder = ROOT / "solutions" if language == "en" else ROOT / "editions" / language / "solutions"
+    mine, shown = _my_date_and_examples(folder / "06_training.ipynb")
+    assert _date_language(mine) == language and _date_language(shown[0]) == language, (mine, shown[:3])
