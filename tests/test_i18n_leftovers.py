@@ -28,7 +28,8 @@ _COMMON = ["with", "is", "are", "was", "were", "has", "this", "that", "which", "
            "got", "shape", "every", "each", "trained", "loaded", "steps", "exact", "match", "heads", "head",
            "noun", "verb", "adjective", "masculine", "feminine", "seeks", "recurrent", "convolution", "The",
            "cross", "should", "instead", "missing", "wrong", "only"]
-ENGLISH = {"es": _COMMON, "pt": [w for w in _COMMON if w not in ("scores", "values", "cross")], "vi": [w for w in _COMMON if w not in ("head", "heads", "cross")]}
+ENGLISH = {"es": _COMMON, "pt": [w for w in _COMMON if w not in ("scores", "values", "cross")],
+           "vi": [w for w in _COMMON if w not in ("head", "heads", "cross")]}
 EDITIONS = sorted(ENGLISH)
 
 CODE = re.compile(r"`[^`]*`|\{[^}]*\}|\b\w+\(|\b\w+=|\w+[._]\w+(?:[._]\w+)*|\[[^\]]*\]|'[^']*'|\"[^\"]*\"|<[^>]*>")
