@@ -48,6 +48,7 @@ import io
 import json
 import os
 import re
+import secrets
 import subprocess
 import sys
 import tempfile
@@ -66,7 +67,7 @@ from helpers.checks import EXERCISES, exercises_in
 from helpers.checks.harness import FAIL, PASS, SYMBOLS
 from helpers.i18n import tr
 
-from .verdicts import notebook_language
+from .verdicts import notebook_language, verify
 
 NOT_RUN_CODE = "check_not_run"
 CSV_COLUMNS = ["student_file", "notebook", "exercise", "status", "mistake"]
@@ -226,24 +227,63 @@ def execute(notebook: nbformat.NotebookNode, workdir: Path, timeout: int) -> Run
     return run
 
 
-def fresh_verdicts(path: Path, names: list[str], timeout: int) -> dict[str, dict]:
+def _read_all(fd: int, limit: int = 1 << 20) -> bytes:
+    """What is written to the pipe fd until every writer closed it (at most limit bytes are kept)."""
+    chunks, size = [], 0
+    with os.fdopen(fd, "rb", buffering=0) as pipe:
+        while True:
+            chunk = pipe.read(65536)
+            if not chunk:
+                break
+            if size < limit:
+                chunks.append(chunk)
+            size += len(chunk)
+    return b"".join(chunks)[:limit + 1]
+
+
+def _no_verdicts(names: list[str], mistake: str, message: str) -> dict[str, dict]:
+    return {name: {"name": name, "status": FAIL, "mistake": mistake, "message": message} for name in names}
+
+
+def fresh_verdicts(path: Path, names: list[str], timeout: int, language: str = "en") -> dict[str, dict]:
     """{exercise: verdict dict}, computed in a new interpreter from the notebook's definitions alone
-    (course_tools.verdicts): its last line of output is the JSON list."""
+    (course_tools.verdicts). It receives a fresh random key on its stdin and the write end of a pipe;
+    only one line on that pipe, signed with the key, followed by the exit status 0, is accepted."""
     if not names:
         return {}
-    command = [sys.executable, "-m", "course_tools.verdicts", str(path), *names, "--timeout", str(timeout)]
+    key = secrets.token_bytes(32)
+    read_end, write_end = os.pipe()
+    command = [sys.executable, "-m", "course_tools.verdicts", str(path), *names, "--timeout", str(timeout),
+               "--result-fd", str(write_end)]
     try:
-        done = subprocess.run(command, capture_output=True, text=True, timeout=timeout * len(names) + 120,
-                              env={**os.environ, "PYTHONUNBUFFERED": "1"}, stdin=subprocess.DEVNULL)
-        lines = done.stdout.strip().splitlines()
-        results = json.loads(lines[-1]) if lines else None
-        if not isinstance(results, list):
-            raise ValueError((results or {}).get("error") if isinstance(results, dict) else done.stderr[-300:])
-        return {r["name"]: r for r in results if isinstance(r, dict) and "name" in r}
-    except (subprocess.TimeoutExpired, ValueError, KeyError, TypeError) as error:
-        why = " ".join(str(error).split())[:300] or "no output"
-        return {name: {"name": name, "status": FAIL, "mistake": "check_error",
-                       "message": f"the grader could not compute the verdicts ({why})"} for name in names}
+        process = subprocess.Popen(command, stdin=subprocess.PIPE, stdout=subprocess.DEVNULL, stderr=subprocess.PIPE,
+                                   pass_fds=(write_end,), env={**os.environ, "PYTHONUNBUFFERED": "1"})
+    finally:
+        os.close(write_end)
+    with ThreadPoolExecutor(max_workers=1) as reader:
+        received = reader.submit(_read_all, read_end)
+        try:
+            _, stderr = process.communicate(key, timeout=timeout * len(names) + 120)
+        except subprocess.TimeoutExpired:
+            process.kill()
+            _, stderr = process.communicate()
+        data = received.result()
+    status = process.returncode
+    results = verify(data, key) if status == 0 else None
+    if results is not None and [r["name"] for r in results] == names:
+        return {r["name"]: r for r in results}
+    if status == 0 or results is not None:  # it ended normally, yet without one right signed line: not our code's
+        return _no_verdicts(names, "tampering", tr(
+            "grader:unsigned", "the process that computes the grader's verdicts ended without its signed verdicts: "
+            "code in the notebook ended it, or wrote to its channel. An answer may only compute its result.",
+            in_language=language))
+    how = f"signal {-status}" if status < 0 else f"exit status {status}"
+    lines = [line.strip() for line in stderr.decode("utf-8", "replace").splitlines() if line.strip()]
+    why = lines[-1][-200:] if lines else ""
+    return _no_verdicts(names, "kernel_died", tr(
+        "grader:verdicts_died", "the process that computes the grader's verdicts from your definitions died "
+        "({how}{why}): look for code that exits Python or uses up the memory.", in_language=language, how=how,
+        why=f": {why}" if why else ""))
 
 
 def _cell_label(notebook: nbformat.NotebookNode, index: int) -> str:
@@ -263,7 +303,7 @@ def grade(path: Path, timeout: int = 600) -> dict:
     names = [e.name for e in exercises_in(stem)]
     language = notebook_language(path)
     with ThreadPoolExecutor(max_workers=1) as pool:  # the verdicts' interpreter starts while the kernel runs
-        verdicts = pool.submit(fresh_verdicts, path, names, timeout)
+        verdicts = pool.submit(fresh_verdicts, path, names, timeout, language)
         trimmed = through_last_check(notebook)
         run = execute(trimmed, path.resolve().parent, timeout)
         fresh = verdicts.result()
