@@ -1,18 +1,12 @@
 # Transformers from Scratch: the two commands of the README, and the tools behind them.
-#   make lab      set up .venv and open the course in JupyterLab (make lab-es: the Spanish edition)
+#   make lab      set up .venv and open the course in JupyterLab (make lab-es, lab-pt, lab-vi: an edition)
 #   make test     set up .venv and run every test (lint, unit tests with the drift checks, every notebook,
-#                 English and Spanish)
+#                 in every language)
 
 PYTHON ?= python3
 VENV   := .venv
 PY     := $(VENV)/bin/python
 STAMP  := $(VENV)/.installed
-LAB_OVERRIDES := $(VENV)/share/jupyter/lab/settings/overrides.json
-# Which JupyterLab interface the environment shows: course_tools/jupyter/ (students: nbgrader's lab and
-# server extensions off) or course_tools/jupyter/instructor/ (make lab-instructor: nbgrader's menus on).
-JUPYTER_ETC := $(VENV)/etc/jupyter
-use_lab_settings = mkdir -p $(JUPYTER_ETC)/labconfig && cp $(1)/jupyter_server_config.json $(JUPYTER_ETC)/ \
-	&& cp $(1)/page_config.json $(JUPYTER_ETC)/labconfig/
 
 # Every recipe line runs in bash with pipefail, so a failing pip is never hidden behind a filter.
 SHELL := /bin/bash
@@ -33,11 +27,13 @@ NBVAL := --nbval-current-env --nbval-sanitize-with tests/nbval_sanitize.cfg
 # pip's notes about the machine's extra package folders are noise; everything else it says is shown.
 QUIET_PIP := { grep -v "is ignored" || true; }
 
-.PHONY: setup lab lab-es lab-instructor test lint unit unit-nbgrader unit-others browser nbval-solutions nbval-notebooks student-notebooks check-student-notebooks \
-        outputs translations outputs-es check-translations review-translations grade versions benchmark clean
+.PHONY: setup lab lab-instructor test lint unit unit-nbgrader unit-others browser nbval-solutions nbval-notebooks student-notebooks check-student-notebooks \
+        outputs translations check-translations review-translations grade versions benchmark clean
 
-setup: $(STAMP) $(LAB_OVERRIDES)
-	@$(call use_lab_settings,course_tools/jupyter)
+# The students' JupyterLab settings (course_tools/jupyter/: nbgrader's interface off, no news pop-up), merged into
+# the environment, where every `jupyter lab` it starts reads them (conda users run the same command once).
+setup: $(STAMP)
+	@$(PY) -m course_tools.jupyter
 
 $(STAMP): requirements.txt pyproject.toml
 	$(PYTHON) -m venv $(VENV)
@@ -48,26 +44,29 @@ $(STAMP): requirements.txt pyproject.toml
 	mkdir -p $(MPLCONFIGDIR) && $(PY) -c "import matplotlib.pyplot"   # build the font cache once
 	touch $(STAMP)
 
-# JupyterLab settings kept in the repository (no news pop-up, no update check).
-$(LAB_OVERRIDES): course_tools/jupyterlab-overrides.json $(STAMP)
-	mkdir -p $(dir $@) && cp $< $@
-
 lab: setup
 	$(VENV)/bin/jupyter lab --notebook-dir=. $(ROOT_FLAG) notebooks/01_positional_encoding.ipynb
 
-# For instructors: JupyterLab with nbgrader's menus and formgrader (the next make setup, lab or test
-# switches them off again). Run it where your nbgrader course folder is.
+# For instructors: JupyterLab in an nbgrader course folder (the one with nbgrader_config.py), with nbgrader's
+# menus, formgrader and server extensions on: course_tools/jupyter/instructor/ first on JUPYTER_CONFIG_PATH, for
+# this JupyterLab only (the environment keeps the students' settings).
+#   make lab-instructor COURSE=/path/to/course        LAB_ARGS="--port=8890" passes options to jupyter lab
 lab-instructor: setup
-	@$(call use_lab_settings,course_tools/jupyter/instructor)
-	$(VENV)/bin/jupyter lab --notebook-dir=. $(ROOT_FLAG)
+	@[ -n "$(COURSE)" ] || { echo "Say which nbgrader course folder to open: make lab-instructor COURSE=/path/to/course" >&2; exit 2; }
+	@[ -f "$(COURSE)/nbgrader_config.py" ] || { echo "$(COURSE) has no nbgrader_config.py: give the folder of your nbgrader course, or create one with $(CURDIR)/$(VENV)/bin/nbgrader quickstart COURSE_NAME" >&2; exit 2; }
+	cd "$(COURSE)" && JUPYTER_CONFIG_PATH="$(CURDIR)/course_tools/jupyter/instructor$${JUPYTER_CONFIG_PATH:+:$$JUPYTER_CONFIG_PATH}" \
+		"$(CURDIR)/$(VENV)/bin/jupyter" lab $(ROOT_FLAG) $(LAB_ARGS)
 
-# The Spanish edition (README.es.md): the same course, opened at es/notebooks/.
-lab-es: setup
-	$(VENV)/bin/jupyter lab --notebook-dir=. $(ROOT_FLAG) es/notebooks/01_positional_encoding.ipynb
+# The editions: the same course in Spanish, Brazilian Portuguese and Vietnamese (README.es.md, README.pt.md,
+# README.vi.md), each in editions/<language>/. make lab-es (lab-pt, lab-vi) opens one at its notebook 01.
+EDITIONS := $(sort $(patsubst editions/%/EDITION,%,$(wildcard editions/*/EDITION)))
+lab-%: setup
+	@[ -f editions/$*/EDITION ] || { echo "There is no edition '$*': make lab-XX opens one of: $(EDITIONS)." >&2; exit 2; }
+	$(VENV)/bin/jupyter lab --notebook-dir=. $(ROOT_FLAG) editions/$*/notebooks/01_positional_encoding.ipynb
 
 # Five independent runs, two at a time (make -j2, in an order that packs them well): the unit tests, the
 # nbgrader course, strict nbval on the solutions, the browser test, lax nbval on the student notebooks. On a 2-core machine
-# this takes 60-80% of the time they take one after the other (README.md, CI, has the measurements).
+# this takes 60-80% of the time they take one after the other (README.md, CI, gives the browser test's time).
 test: setup
 	$(MAKE) --no-print-directory lint
 	$(MAKE) --no-print-directory -j2 --output-sync=target unit-others unit-nbgrader nbval-solutions browser \
@@ -91,13 +90,13 @@ browser: setup
 	$(PY) -m pytest tests/test_browser.py -q -p no:cacheprovider -rs
 
 nbval-solutions: setup
-	$(PY) -m pytest $(NBVAL) --nbval solutions es/solutions -q
+	$(PY) -m pytest $(NBVAL) --nbval solutions $(EDITIONS:%=editions/%/solutions) -q
 
 # Every pristine student notebook runs top to bottom without error. Where Chromium is installed, the browser
 # test runs the English ones and notebook 01 of every edition from JupyterLab's Run menu, which checks that
 # and more, so lax nbval runs only the other editions' notebooks.
 BROWSER_HERE := $(and $(wildcard /usr/bin/chromium),$(wildcard /usr/bin/chromedriver))
-LAX_NOTEBOOKS := $(if $(BROWSER_HERE),es/notebooks,notebooks es/notebooks)
+LAX_NOTEBOOKS := $(if $(BROWSER_HERE),,notebooks) $(EDITIONS:%=editions/%/notebooks)
 nbval-notebooks: setup
 	$(PY) -m pytest $(NBVAL) --nbval-lax $(LAX_NOTEBOOKS) -q
 
@@ -114,22 +113,24 @@ outputs: setup
 		--ExecutePreprocessor.record_timing=False --ExecutePreprocessor.timeout=900 solutions/*.ipynb
 	$(MAKE) --no-print-directory student-notebooks
 
-# The Spanish edition: bring i18n/es/*.po in step with the English, then write es/solutions and es/notebooks.
+# Every edition: bring editions/*/po/*.po in step with the English, then write editions/*/solutions and notebooks.
 translations: setup
 	$(VENV)/bin/tfs-translate extract
 	$(VENV)/bin/tfs-translate build
 
-# Re-execute the Spanish solution notebooks, store their outputs, then regenerate the Spanish student notebooks.
-outputs-es: translations
+# Re-execute one edition's solution notebooks (make outputs-es, outputs-pt, outputs-vi), store their outputs,
+# then regenerate its student notebooks.
+outputs-%: translations
+	@[ -f editions/$*/EDITION ] || { echo "There is no edition '$*': one of $(EDITIONS)." >&2; exit 2; }
 	$(VENV)/bin/jupyter nbconvert --to notebook --execute --inplace \
-		--ExecutePreprocessor.record_timing=False --ExecutePreprocessor.timeout=900 es/solutions/*.ipynb
-	$(VENV)/bin/tfs-make-student es/solutions es/notebooks
+		--ExecutePreprocessor.record_timing=False --ExecutePreprocessor.timeout=900 editions/$*/solutions/*.ipynb
+	$(VENV)/bin/tfs-make-student editions/$*/solutions editions/$*/notebooks
 
-# Every Spanish piece translated and reviewed, es/ up to date (the unit tests run this too).
+# Every piece of every edition translated and reviewed, editions/ up to date (the unit tests run this too).
 check-translations: setup
 	$(VENV)/bin/tfs-translate check
 
-# The Spanish pieces to translate or review after an English change, with the English diff.
+# The pieces to translate or review after an English change, per edition, with the English diff.
 review-translations: setup
 	$(VENV)/bin/tfs-translate review
 

@@ -6,31 +6,29 @@ Trains notebook 06's configuration (helpers.training.NOTEBOOK_CONFIG, the seed c
 notebook's data set and measures the exact match on the 2,000 held-out test dates every `every`
 steps. Evaluation time is excluded from the training seconds. The run continues to the end of
 the schedule (the learning rate cools down over its last steps), so the final accuracy is the
-notebook's. --code notebook05 trains the classes of solutions/05_transformer.ipynb (what notebook
-06 trains once a student's notebook 05 passes its checks) instead of the reference classes.
+notebook's. --code notebook05 trains what notebook 06 trains once every check passes, the solutions:
+the create_position_matrix of notebook 01, the MultiHeadAttention of notebook 03, the classes of
+notebook 05, and the schedule, loss and training step of notebook 06 (common.solution_recipe),
+instead of the reference.
 """
 
 from __future__ import annotations
 
 import argparse
 import dataclasses
-from pathlib import Path
 
-from common import save, table
+from common import save, solution_recipe, table
 
 import torch
 
 import helpers
 from helpers.decoding import exact_match
-from helpers.student_code import your_recipe
 from helpers.training import NOTEBOOK_CONFIG, NOTEBOOK_DATA, REFERENCE, ShuffledBatches, build_model, train_model
-
-SOLUTION_05 = Path(__file__).resolve().parent.parent / "solutions" / "05_transformer.ipynb"
 
 
 def run(seeds=(0,), every: int = 50, config=NOTEBOOK_CONFIG, code: str = "reference") -> dict:
     device = helpers.default_device()
-    recipe = REFERENCE if code == "reference" else your_recipe(SOLUTION_05)
+    recipe = REFERENCE if code == "reference" else solution_recipe()
     data = helpers.make_date_dataset(**NOTEBOOK_DATA)
     rows = []
     for seed in seeds:
@@ -75,6 +73,6 @@ if __name__ == "__main__":
     parser.add_argument("--seeds", type=int, nargs="+", default=[0])
     parser.add_argument("--every", type=int, default=50)
     parser.add_argument("--code", choices=["reference", "notebook05"], default="reference",
-                        help="train the reference classes, or those of solutions/05_transformer.ipynb")
+                        help="train the reference, or the solutions of notebooks 01, 03, 05 and 06")
     args = parser.parse_args()
     run(tuple(args.seeds), args.every, code=args.code)

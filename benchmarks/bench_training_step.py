@@ -1,7 +1,8 @@
-"""Benchmark 1: time of one training step (forward, backward, Adam) of our Transformer against
-nn.Transformer of the same size, at notebook 06's configuration and at the paper's base size, and
-of the classes a student writes in notebook 05 (those of solutions/05_transformer.ipynb, the model
-that notebook 06 trains once the student's checks pass).
+"""Benchmark 1: time of one training step (forward, backward, Adam, the scheduler) of our Transformer
+against nn.Transformer of the same size, at notebook 06's configuration and at the paper's base size,
+and of what notebook 06 trains once every check passes (common.solution_recipe: the solutions'
+create_position_matrix of notebook 01, MultiHeadAttention of notebook 03, classes of notebook 05, and
+loss and train_step of notebook 06).
 
     .venv/bin/python benchmarks/bench_training_step.py [--repeats 10] [--skip-base]
 
@@ -16,18 +17,15 @@ from __future__ import annotations
 
 import argparse
 import math
-from pathlib import Path
 
-from common import interleaved_medians, save, table
+from common import interleaved_medians, save, solution_recipe, table
 
 import torch
 from torch import nn
 
 import helpers
 from helpers.loss import LabelSmoothingLoss
-from helpers.student_code import notebook_parts, student_or_reference
-
-SOLUTION_05 = Path(__file__).resolve().parent.parent / "solutions" / "05_transformer.ipynb"
+from helpers.training import train_step
 
 
 class TorchTransformer(nn.Module):
@@ -56,16 +54,15 @@ class TorchTransformer(nn.Module):
         return self.generator(out)
 
 
-def make_step(model, src, tgt):
+def make_step(model, src, tgt, step_fn=train_step, loss_class=LabelSmoothingLoss):
+    """One call of step_fn (the reference train_step, or the solution's): teacher forcing, zero_grad, backward,
+    Adam's step and a (constant) scheduler's step."""
     optimizer = torch.optim.Adam(model.parameters(), lr=1e-4, betas=(0.9, 0.98), eps=1e-9)
-    loss_fn = LabelSmoothingLoss(0.1, 0)
-    model.train()
+    scheduler = torch.optim.lr_scheduler.LambdaLR(optimizer, lambda i: 1.0)
+    loss_fn = loss_class(0.1, 0)
 
     def step():
-        loss = loss_fn(model(src, tgt[:, :-1]), tgt[:, 1:])
-        optimizer.zero_grad(set_to_none=True)
-        loss.backward()
-        optimizer.step()
+        step_fn(model, src, tgt, optimizer, scheduler, loss_fn)
     return step
 
 
@@ -81,7 +78,8 @@ CONFIGS = {
 
 def run(repeats: int = 10, skip_base: bool = False) -> dict:
     device = helpers.default_device()
-    students = student_or_reference(SOLUTION_05, notebook_parts("05_transformer")).objects["Transformer"]
+    recipe = solution_recipe()
+    students = recipe.model_class
     rows = []
     for name, c in CONFIGS.items():
         if skip_base and c["d_model"] == 512:
@@ -102,18 +100,20 @@ def run(repeats: int = 10, skip_base: bool = False) -> dict:
         n_ours, n_theirs = helpers.count_parameters(ours), helpers.count_parameters(theirs)
         reps = repeats if c["d_model"] < 512 else max(3, repeats // 2)
         medians = interleaved_medians({"ours": make_step(ours, src, tgt), "torch": make_step(theirs, src, tgt),
-                                       "student": make_step(student, src, tgt)},
+                                       "student": make_step(student, src, tgt, recipe.train_step, recipe.loss_class)},
                                       repeats=reps, warmup=2, device=device)
         rows.append({"configuration": name, "parameters": f"{n_ours:,}", "same_size": n_ours == n_theirs,
                      "ours_ms": round(medians["ours"] * 1000, 1), "torch_ms": round(medians["torch"] * 1000, 1),
                      "ratio": round(medians["ours"] / medians["torch"], 2),
                      "student_ms": round(medians["student"] * 1000, 1),
-                     "student_ratio": round(medians["student"] / medians["ours"], 2), "repeats": reps,
+                     "student_ratio": round(medians["student"] / medians["ours"], 2),
+                     "student_torch_ratio": round(medians["student"] / medians["torch"], 2), "repeats": reps,
                      "device": device})
     print("Training step (forward + backward + Adam), median of interleaved repeats")
     print(table(rows, [("configuration", "configuration"), ("parameters", "parameters"),
                        ("ours_ms", "ours ms"), ("torch_ms", "nn.Transformer ms"), ("ratio", "ours / torch"),
-                       ("student_ms", "notebook 05 classes ms"), ("student_ratio", "notebook 05 / ours")]))
+                       ("student_ms", "solutions ms"), ("student_ratio", "solutions / ours"),
+                       ("student_torch_ratio", "solutions / torch")]))
     path = save("training_step", {"rows": rows})
     print(f"wrote {path}")
     return {"rows": rows}

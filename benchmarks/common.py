@@ -25,6 +25,21 @@ if str(ROOT) not in sys.path:
     sys.path.insert(0, str(ROOT))
 
 
+def solution_recipe():
+    """What notebook 06 trains when every check passes: the Recipe of the solution notebooks, that is the
+    create_position_matrix of notebook 01, the MultiHeadAttention of notebook 03, the classes of notebook 05,
+    and the transformer_lr, LabelSmoothingLoss and train_step of notebook 06 (as its recipe cell builds it)."""
+    from helpers.student_code import load_definitions, your_recipe
+
+    own = load_definitions(ROOT / "solutions" / "06_training.ipynb").namespace
+    recipe = your_recipe(ROOT / "solutions" / "05_transformer.ipynb", transformer_lr=own["transformer_lr"],
+                         LabelSmoothingLoss=own["LabelSmoothingLoss"], train_step=own["train_step"])
+    theirs = [name for name, origin in recipe.origin.items() if origin != "yours" and name != "greedy_decode"]
+    if theirs:
+        raise RuntimeError(f"the solution notebooks should pass every check; the reference stands in for {theirs}")
+    return recipe
+
+
 def environment() -> dict:
     """What the figures depend on: machine, threads, versions, device."""
     device = "cuda" if torch.cuda.is_available() else "cpu"

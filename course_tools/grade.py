@@ -514,7 +514,7 @@ def main(argv: list[str] | None = None, stdout: TextIO | None = None, stderr: Te
     if args.report:
         from .report import write_report
 
-        write_report(reports, args.report)
+        write_report(reports, args.report, roots=args.paths)
         print(f"wrote the report to {args.report}", file=stderr)
     return exit_status(reports)
 

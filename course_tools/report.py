@@ -1,41 +1,118 @@
-"""The instructor's report: one self-contained HTML page of a grading run (``tfs-grade ... --report FILE.html``).
+"""The instructor's report: one self-contained HTML page of a grading run (``tfs-grade FOLDER --report FILE.html``).
 
-    write_report(reports, Path("report.html"))               the grader's reports, as tfs-grade --json gives them
+    write_report(reports, Path("report.html"), roots=[Path("submissions")])   the grader's reports (tfs-grade --json)
     write_report(reports, Path("informe.html"), language="es")
 
-The page holds, with no external script, style sheet or image (the charts are inline SVG):
+The page has no external script, style sheet, font or image (the charts are inline SVG; its only links are
+anchors inside the page), and prints as it shows. It holds:
 
-1. per exercise, how many notebooks passed, failed or did not try it (todo), as numbers and a bar;
-2. the mistakes found, most frequent first, in a bar chart, each with the hint students read;
-3. a student-by-exercise table, each cell coloured by status, the mistake code in each failed cell;
-4. the notebooks that could not be graded, and why.
+1. when it was written, the folders graded, how many notebooks were graded, could not be graded or were
+   skipped, and how many of all the exercises passed;
+2. per exercise, grouped by notebook, how many students passed, failed or did not try it (todo): numbers and a bar;
+3. the mistakes found, numbered, the most frequent first: a bar chart with an axis, and the hint each one gave;
+4. a student-by-exercise table, the best score first: ✓ ✗ – in coloured cells, each ✗ with its mistake's number,
+   and under a student's row the message each of their failed checks gave. A student's notebooks share a row: the
+   file name without the course notebook's name is the student (``alice/01_positional_encoding.ipynb`` and
+   ``alice_02_attention.ipynb`` are both ``alice``);
+5. the files that could not be graded and why, and the files in the graded folders that are not notebooks.
 
-Its words, and the hints, are in the edition's language: the language the graded notebooks set
-(``set_language("es")``), or ``language=``.
+Students and files are named by their paths relative to the graded folder. The page's words, the hints and the
+reasons are in the edition's language: the one most graded notebooks set (``set_language("es")``), or ``language=``.
 """
 
 from __future__ import annotations
 
 import html
+import math
 import os
+import re
 import tempfile
-from collections import Counter
+from collections import Counter, defaultdict
+from datetime import datetime
 from pathlib import Path
 
 from helpers.checks import EXERCISES
-from helpers.i18n import LANGUAGES, tr
+from helpers.i18n import LANGUAGES, number, tr
 
 from .verdicts import notebook_language
 
-STATUS_COLOURS = {"pass": "#2e7d32", "fail": "#c62828", "todo": "#9e9e9e"}
-BAR_WIDTH = 360  # pixels of the longest bar
+STATUSES = ("pass", "fail", "todo")
+SYMBOLS = {"pass": "✓", "fail": "✗", "todo": "–"}
+# Each status: (cell background, ink). The ink draws the cell's symbol, the legend's and the bars: ink on the
+# background and on white contrast at least 4.5:1 (WCAG AA; tests/test_report.py measures it).
+COLOURS = {"pass": ("#e3f1e4", "#1e6b24"), "fail": ("#fbe3e4", "#b3141b"), "todo": ("#f2f2f2", "#6b6b6b")}
+BAR_WIDTH = 320  # pixels of a full bar
+CHART_BARS = 15  # the most frequent mistakes drawn; the table under the chart lists them all
+CHAR_WIDTH = 7.9  # pixels of one character of the chart's 13 px monospace labels
+SKIP_PARTS = {".ipynb_checkpoints"}  # the grader skips these folders too
 
 
+# ---------------------------------------------------------------------------------------- the run's facts
 def report_language(reports: list[dict]) -> str:
     """The language most of the graded notebooks set ("en" when none)."""
     found = Counter(notebook_language(Path(r["notebook"])) for r in reports if "error" not in r)
     language = found.most_common(1)[0][0] if found else "en"
     return language if language in LANGUAGES else "en"
+
+
+def skipped_files(roots: list[Path]) -> list[Path]:
+    """The files under the graded folders that the grader does not read: not ``.ipynb`` (hidden files and
+    ``.ipynb_checkpoints`` aside)."""
+    found = []
+    for root in (Path(r) for r in roots):
+        if root.is_dir():
+            found += [p for p in root.rglob("*") if p.is_file() and p.suffix != ".ipynb"
+                      and not any(part.startswith(".") or part in SKIP_PARTS for part in p.relative_to(root).parts)]
+    return sorted(found)
+
+
+def _base(roots: list[Path] | None, reports: list[dict]) -> Path | None:
+    """The folder paths are shown relative to: the graded folder (the one holding all of them when several)."""
+    folders = [r.parent if r.is_file() or r.suffix == ".ipynb" else r for r in map(Path, roots)] if roots else \
+        [Path(r["notebook"]).parent for r in reports]
+    try:
+        return Path(os.path.commonpath([str(folder.resolve()) for folder in folders])) if folders else None
+    except ValueError:  # paths on different drives
+        return None
+
+
+def _relative(path: str | Path, base: Path | None) -> str:
+    try:
+        return Path(path).resolve().relative_to(base).as_posix() if base else str(path)
+    except ValueError:
+        return str(path)
+
+
+def _stem(report: dict) -> str | None:
+    """The course notebook a graded report is (from its exercises)."""
+    return next((EXERCISES[e["name"]].notebook for e in report["exercises"] if e["name"] in EXERCISES), None)
+
+
+def _student(relative: str, stem: str | None) -> str:
+    """Who a file belongs to: its relative path without the course notebook's name and the extension."""
+    name = relative.removesuffix(".ipynb")
+    folder, _, file = name.rpartition("/")
+    if stem and stem in file:
+        file = file.replace(stem, "", 1).strip("_- .")
+        name = "/".join(part for part in (folder, file) if part)
+    return name or relative
+
+
+def _students(graded: list[dict], base: Path | None) -> list[tuple[str, list[dict]]]:
+    """(student, their reports), the most exercises passed first. A student with two files of one course
+    notebook gets a row per file, named by the file."""
+    groups: dict[str, list[tuple[str, dict]]] = defaultdict(list)
+    for report in graded:
+        relative = _relative(report["notebook"], base)
+        groups[_student(relative, _stem(report))].append((relative, report))
+    rows = []
+    for student, files in groups.items():
+        stems = [_stem(report) for _, report in files]
+        if len(set(stems)) == len(stems):
+            rows.append((student, [report for _, report in files]))
+        else:
+            rows += [(relative, [report]) for relative, report in files]
+    return sorted(rows, key=lambda row: (-sum(r["passed"] for r in row[1]), row[0]))
 
 
 def _exercise_order(reports: list[dict]) -> list[str]:
@@ -44,176 +121,394 @@ def _exercise_order(reports: list[dict]) -> list[str]:
     return [name for name in EXERCISES if name in seen] + sorted(seen - set(EXERCISES))
 
 
+def _by_notebook(names: list[str]) -> list[tuple[str, list[str]]]:
+    """The exercises grouped by course notebook, in order."""
+    groups: list[tuple[str, list[str]]] = []
+    for name in names:
+        stem = EXERCISES[name].notebook if name in EXERCISES else "?"
+        if groups and groups[-1][0] == stem:
+            groups[-1][1].append(name)
+        else:
+            groups.append((stem, [name]))
+    return groups
+
+
+# ---------------------------------------------------------------------------------------- words
+def _plural(n: int, language: str, one: str, other: str, **fields) -> str:
+    """The template one or other (each with an {n} field), as language chooses for n: English and Spanish
+    say one for 1, Brazilian Portuguese for 0 and 1, Vietnamese never."""
+    singular = {"pt": n in (0, 1), "vi": False}.get(language, n == 1)
+    return (one if singular else other).format(n=number(n, in_language=language), **fields)
+
+
 def _hint(exercise: str, code: str, language: str) -> str:
-    """The hint students read for a mistake code, in language (the template, its {fields} unfilled)."""
+    """The hint students read for a mistake code, in language (its {fields} shown as …)."""
     declared = EXERCISES.get(exercise)
     if declared is not None and code in declared.mistakes:
-        return tr(f"{exercise}:{code}", declared.mistakes[code], in_language=language)
-    from helpers.checks.harness import GENERIC_MISTAKES
+        text = tr(f"{exercise}:{code}", declared.mistakes[code], in_language=language)
+    else:
+        from helpers.checks.harness import GENERIC_MISTAKES
 
-    if code in GENERIC_MISTAKES:
-        return tr(f"generic:{code}", GENERIC_MISTAKES[code], in_language=language)
-    return ""
-
-
-def _stacked_bar(counts: dict[str, int], total: int) -> str:
-    """An inline SVG bar split into pass, fail and todo."""
-    x, parts = 0.0, []
-    for status in ("pass", "fail", "todo"):
-        width = BAR_WIDTH * counts.get(status, 0) / total if total else 0
-        if width:
-            parts.append(f'<rect x="{x:.1f}" y="0" width="{width:.1f}" height="14" fill="{STATUS_COLOURS[status]}">'
-                         f'<title>{status}: {counts.get(status, 0)}</title></rect>')
-        x += width
-    return (f'<svg class="bar" role="img" width="{BAR_WIDTH}" height="14" viewBox="0 0 {BAR_WIDTH} 14" '
-            f'xmlns="http://www.w3.org/2000/svg">{"".join(parts)}</svg>')
+        if code in GENERIC_MISTAKES:
+            text = tr(f"generic:{code}", GENERIC_MISTAKES[code], in_language=language)
+        else:
+            text = tr("report:unrecognised_hint", "the check failed without naming a known mistake: what it told "
+                      "each student is in the last table.", in_language=language)
+    return re.sub(r"\{\w+\}", "…", text)
 
 
-def _mistake_chart(mistakes: list[tuple[str, str, int]]) -> str:
-    """An inline SVG bar chart: one labelled bar per (exercise, mistake code), the most frequent first."""
-    row, label_width = 22, 330
-    top = max(n for _, _, n in mistakes)
-    height = row * len(mistakes) + 4
-    bars = []
-    for i, (exercise, code, n) in enumerate(mistakes):
-        y = i * row + 2
-        width = max(2.0, BAR_WIDTH * n / top)
-        label = html.escape(f"{exercise} · {code}")
-        bars.append(f'<text x="{label_width - 6}" y="{y + 14}" text-anchor="end" font-size="12">{label}</text>'
-                    f'<rect x="{label_width}" y="{y + 2}" width="{width:.1f}" height="15" fill="#c62828"/>'
-                    f'<text x="{label_width + width + 4:.1f}" y="{y + 14}" font-size="12">{n}</text>')
-    total_width = label_width + BAR_WIDTH + 40
-    return (f'<svg id="mistake-chart" role="img" width="{total_width}" height="{height}" '
-            f'viewBox="0 0 {total_width} {height}" xmlns="http://www.w3.org/2000/svg" '
-            f'font-family="sans-serif">{"".join(bars)}</svg>')
-
-
-STYLE = """
-body { font-family: system-ui, sans-serif; margin: 2em; color: #222; }
-h1 { font-size: 1.5em; } h2 { font-size: 1.2em; margin-top: 2em; }
-table { border-collapse: collapse; margin: 0.5em 0; }
-th, td { border: 1px solid #ccc; padding: 3px 8px; text-align: left; font-size: 0.9em; vertical-align: top; }
-td.num { text-align: right; }
-td.pass { background: #c8e6c9; } td.fail { background: #ffcdd2; } td.todo { background: #eeeeee; }
-td.none { background: #fff; }
-.code { font-family: monospace; }
-.legend span { display: inline-block; padding: 1px 8px; margin-right: 6px; }
-"""
+def _reason(report: dict, language: str) -> str:
+    """Why the grader could not grade a file, in language (the grader's English sentence when unknown)."""
+    error, path = report["error"], report["notebook"]
+    rest = next((error[len(p):] for p in (f"cannot read {path}: ", f"cannot grade {path}: ") if error.startswith(p)),
+                None)
+    if rest is None:
+        return error
+    detail = re.fullmatch(r"(not JSON|not a Jupyter notebook of format 4) \((.*)\)", rest)
+    if rest == "no .ipynb file in this folder":
+        return tr("report:reason_empty_folder", "no .ipynb file in this folder", in_language=language)
+    if rest.startswith("it is JSON but not a Jupyter notebook"):
+        return tr("report:reason_not_notebook", "it is JSON, but not a Jupyter notebook (it has no list of cells)",
+                  in_language=language)
+    if detail and detail[1] == "not JSON":
+        return tr("report:reason_not_json", "it is not JSON, so not a notebook ({detail})", in_language=language,
+                  detail=detail[2])
+    if detail:
+        return tr("report:reason_old_format", "not a Jupyter notebook of format 4 ({detail})", in_language=language,
+                  detail=detail[2])
+    if rest.startswith("its name contains no course notebook's name"):
+        return tr("report:reason_not_course", "none of the course's notebooks: its name contains no course "
+                  "notebook's name (such as 01_positional_encoding) and none of its cells calls a check",
+                  in_language=language)
+    return tr("report:reason_unreadable", "the file cannot be read ({detail})", in_language=language, detail=rest)
 
 
 def _words(language: str) -> dict[str, str]:
-    """The page's words in language, HTML-escaped."""
-    words = {
+    """The page's fixed words in language (not yet HTML-escaped)."""
+    return {
         "title": tr("report:title", "Grading report", in_language=language),
-        "summary": tr("report:summary", "{graded} notebooks graded, {failed} could not be graded.",
-                      in_language=language),
+        "written": tr("report:written", "Written", in_language=language),
+        "folders": tr("report:folders", "Graded", in_language=language),
         "exercises": tr("report:exercises", "Exercises", in_language=language),
         "exercise": tr("report:exercise", "exercise", in_language=language),
         "pass": tr("report:pass", "passed", in_language=language),
         "fail": tr("report:fail", "failed", in_language=language),
         "todo": tr("report:todo", "did not try", in_language=language),
+        "none": tr("report:no_notebook", "no notebook handed in", in_language=language),
+        "fail_legend": tr("report:fail_legend", "failed: the number is the mistake's, in the list of mistakes",
+                          in_language=language),
         "mistakes": tr("report:mistakes", "Mistakes found", in_language=language),
         "mistake": tr("report:mistake", "mistake", in_language=language),
-        "count": tr("report:count", "count", in_language=language),
+        "count": tr("report:count", "students", in_language=language),
         "hint": tr("report:hint", "what the students read", in_language=language),
+        "chart_caption": tr("report:chart_caption", "How many students made each mistake, the most frequent first. "
+                            "The numbers are those of the table below and of the ✗ in the table of students.",
+                            in_language=language),
         "no_mistakes": tr("report:no_mistakes", "No exercise failed.", in_language=language),
+        "unrecognised": tr("report:unrecognised", "(unrecognised)", in_language=language),
         "students": tr("report:students", "Students", in_language=language),
-        "notebook": tr("report:notebook", "notebook", in_language=language),
+        "student": tr("report:student", "student", in_language=language),
+        "sorted": tr("report:sorted", "The most exercises passed first.", in_language=language),
+        "messages": tr("report:messages", "What each failed check told the student", in_language=language),
+        "message": tr("report:message", "the check's message", in_language=language),
         "score": tr("report:score", "exercises passed", in_language=language),
-        "ungraded": tr("report:ungraded", "Notebooks that could not be graded", in_language=language),
+        "ungraded": tr("report:ungraded", "Files that could not be graded", in_language=language),
         "none_ungraded": tr("report:none_ungraded", "None: every notebook was graded.", in_language=language),
+        "skipped": tr("report:skipped", "Files skipped (not .ipynb)", in_language=language),
+        "none_skipped": tr("report:none_skipped", "None: the graded folders hold notebooks only.",
+                           in_language=language),
     }
-    return {key: html.escape(text) for key, text in words.items()}
 
 
-def render(reports: list[dict], language: str | None = None) -> str:
-    """The report page, as one HTML string."""
+# ---------------------------------------------------------------------------------------- pictures
+def _stacked_bar(counts: Counter, total: int, words: dict) -> str:
+    """An inline SVG bar split into pass, fail and todo, in the statuses' inks."""
+    x, parts = 0.0, []
+    for status in STATUSES:
+        width = BAR_WIDTH * counts.get(status, 0) / total if total else 0
+        if width:
+            parts.append(f'<rect x="{x:.1f}" y="0" width="{width:.1f}" height="14" fill="{COLOURS[status][1]}">'
+                         f'<title>{html.escape(words[status])}: {counts.get(status, 0)}</title></rect>')
+        x += width
+    return f'<svg class="bar" role="img" width="{BAR_WIDTH}" height="14">{"".join(parts)}</svg>'
+
+
+def _ticks(top: int) -> list[int]:
+    """Whole-number ticks from 0 to at least top, at most 9 of them, a step of 1, 2 or 5 times a power of 10."""
+    step = next(m * 10 ** k for k in range(9) for m in (1, 2, 5) if top <= 8 * m * 10 ** k)
+    return list(range(0, math.ceil(top / step) * step + 1, step))
+
+
+def _mistake_chart(ranked: list[tuple[str, str, int]], words: dict, language: str) -> str:
+    """An inline SVG bar chart: one bar per (exercise, mistake code), numbered, the most frequent first (at most
+    CHART_BARS), with a whole-number axis and a caption."""
+    caption = words["chart_caption"]
+    if len(ranked) > CHART_BARS:
+        caption += " " + _plural(len(ranked) - CHART_BARS, language,
+                                 tr("report:chart_more_one", "The {n} other mistake is in the table only.",
+                                    in_language=language),
+                                 tr("report:chart_more_other", "The {n} others are in the table only.",
+                                    in_language=language))
+        ranked = ranked[:CHART_BARS]
+    labels = [f"{i}. {exercise} · {code}" for i, (exercise, code, _) in enumerate(ranked, 1)]
+    left = int(CHAR_WIDTH * max(len(label) for label in labels)) + 16
+    ticks = _ticks(max(n for _, _, n in ranked))
+    scale = BAR_WIDTH / ticks[-1]
+    row, top = 24, 4
+    axis_y = top + row * len(ranked) + 4
+    parts = []
+    for i, (label, (_, _, n)) in enumerate(zip(labels, ranked)):
+        y = top + i * row
+        parts.append(f'<text x="{left - 8}" y="{y + 16}" text-anchor="end" class="label">{html.escape(label)}</text>'
+                     f'<rect class="mistake-bar" x="{left}" y="{y + 3}" width="{max(2.0, n * scale):.1f}" height="17"'
+                     f' fill="{COLOURS["fail"][1]}"/><text x="{left + n * scale + 5:.1f}" y="{y + 16}">{n}</text>')
+    parts.append(f'<line x1="{left}" y1="{axis_y}" x2="{left + BAR_WIDTH}" y2="{axis_y}" stroke="#444"/>')
+    for tick in ticks:
+        x = left + tick * scale
+        parts.append(f'<line x1="{x:.1f}" y1="{axis_y}" x2="{x:.1f}" y2="{axis_y + 5}" stroke="#444"/>'
+                     f'<text x="{x:.1f}" y="{axis_y + 18}" text-anchor="middle">{tick}</text>')
+    parts.append(f'<text x="{left + BAR_WIDTH / 2:.1f}" y="{axis_y + 36}" text-anchor="middle" class="axis">'
+                 f'{html.escape(words["count"])}</text>')
+    width, height = left + BAR_WIDTH + 40, axis_y + 44
+    return (f'<figure><svg id="mistake-chart" role="img" width="{width}" height="{height}" '
+            f'viewBox="0 0 {width} {height}" font-size="13">{"".join(parts)}</svg>'
+            f'<figcaption>{html.escape(caption)}</figcaption></figure>')
+
+
+STYLE = """
+body { font-family: system-ui, sans-serif; margin: 2em; color: #1a1a1a; max-width: 1400px; }
+h1 { font-size: 1.5em; margin-bottom: 0.3em; } h2 { font-size: 1.2em; margin-top: 1.8em; }
+.meta { color: #444; margin: 0.2em 0; } .summary { font-size: 1.05em; margin: 0.6em 0; }
+.summary strong { font-size: 1.2em; }
+table { border-collapse: collapse; margin: 0.5em 0; }
+th, td { border: 1px solid #c8c8c8; padding: 3px 8px; text-align: left; font-size: 0.9em; vertical-align: top; }
+th { background: #f7f7f7; }
+td.num { text-align: right; font-variant-numeric: tabular-nums; }
+tr.group th { background: #eef1f6; font-weight: 600; }
+.code, code { font-family: ui-monospace, monospace; font-size: 0.95em; }
+figure { margin: 0.5em 0; } figcaption { color: #444; font-size: 0.9em; }
+#mistake-chart text { font-family: ui-monospace, monospace; fill: #1a1a1a; }
+#mistake-chart text.axis { font-family: system-ui, sans-serif; }
+.scroll { overflow-x: auto; max-width: 100%; }
+#students th.ex { vertical-align: bottom; padding: 4px 2px; font-weight: normal; }
+#students th.ex span { writing-mode: vertical-rl; transform: rotate(180deg); white-space: nowrap;
+  font-family: ui-monospace, monospace; font-size: 0.9em; }
+#students th.nb { text-align: center; font-size: 0.8em; font-weight: 600; min-width: 2em; }
+#students td.cell { text-align: center; padding: 2px 4px; min-width: 1.6em; white-space: nowrap; font-weight: 600; }
+#students td.cell a { color: inherit; text-decoration: none; }
+#students td.cell sup { font-size: 0.75em; }
+#students .sticky { position: sticky; left: 0; z-index: 1; background: #fff; }
+#students th.sticky { background: #f7f7f7; }
+#students th.score { max-width: 7em; }
+#messages td { font-size: 0.85em; } #messages td.mistake { white-space: nowrap; }
+#messages a, #students td.sticky a { color: inherit; }
+.legend { display: flex; flex-wrap: wrap; gap: 0.4em 1.2em; margin: 0.5em 0; font-size: 0.9em; }
+.chip { display: inline-block; min-width: 1.6em; text-align: center; border: 1px solid #c8c8c8; font-weight: 600;
+  margin-right: 0.3em; }
+td.none, .chip.none { background: #fff; }
+.swatch { display: inline-block; width: 0.8em; height: 0.8em; margin-right: 0.3em; vertical-align: -0.05em; }
+@media print { body { margin: 0; } .scroll { overflow: visible; } tr { break-inside: avoid; } }
+* { -webkit-print-color-adjust: exact; print-color-adjust: exact; }
+""" + "".join(f"td.{s}, .chip.{s} {{ background: {bg}; color: {ink}; }} .swatch.{s} {{ background: {ink}; }}\n"
+             for s, (bg, ink) in COLOURS.items())
+
+
+# ---------------------------------------------------------------------------------------- the page
+def _markup(text: str) -> str:
+    """text HTML-escaped, its `code spans` as <code>."""
+    return re.sub(r"`([^`]+)`", r"<code>\1</code>", html.escape(text))
+
+
+def _header(w: dict, language: str, graded: list[dict], ungraded: list[dict], skipped: list[Path],
+            roots: list[Path] | None, students: int, now: datetime) -> list[str]:
+    passed, total = sum(r["passed"] for r in graded), sum(r["total"] for r in graded)
+    counts = [
+        _plural(len(graded), language, tr("report:graded_one", "{n} notebook graded", in_language=language),
+                tr("report:graded_other", "{n} notebooks graded", in_language=language)),
+        _plural(students, language, tr("report:students_one", "{n} student", in_language=language),
+                tr("report:students_other", "{n} students", in_language=language)),
+        _plural(len(ungraded), language, tr("report:ungraded_one", "{n} file could not be graded",
+                                            in_language=language),
+                tr("report:ungraded_other", "{n} files could not be graded", in_language=language)),
+        _plural(len(skipped), language, tr("report:skipped_one", "{n} file skipped (not .ipynb)",
+                                           in_language=language),
+                tr("report:skipped_other", "{n} files skipped (not .ipynb)", in_language=language)),
+    ]
+    rate = _plural(total, language, tr("report:rate_one", "{passed} of {n} exercise passed ({percent}%)",
+                                       in_language=language),
+                   tr("report:rate_other", "{passed} of {n} exercises passed ({percent}%)", in_language=language),
+                   passed=number(passed, in_language=language),
+                   percent=number(100 * passed / total if total else 0, in_language=language))
+    lines = [f"<h1>{html.escape(w['title'])}</h1>",
+             f'<p class="meta">{html.escape(w["written"])}: {now:%Y-%m-%d %H:%M}</p>']
+    if roots:
+        lines.append(f'<p class="meta">{html.escape(w["folders"])}: '
+                     + ", ".join(f'<span class="code">{html.escape(str(Path(r).resolve()))}</span>' for r in roots)
+                     + "</p>")
+    lines.append(f'<p class="summary" id="summary"><strong>{html.escape(rate)}</strong><br>'
+                 + html.escape(" · ".join(counts)) + "</p>")
+    return lines
+
+
+def _exercise_table(w: dict, names: list[str], per_exercise: dict[str, Counter]) -> list[str]:
+    lines = [f'<table id="exercises"><tr><th>{html.escape(w["exercise"])}</th>'
+             + "".join(f'<th><span class="swatch {s}"></span>{html.escape(w[s])}</th>' for s in STATUSES)
+             + "<th></th></tr>"]
+    for stem, group in _by_notebook(names):
+        lines.append(f'<tr class="group"><th colspan="5" class="code">{html.escape(stem)}</th></tr>')
+        for name in group:
+            counts = per_exercise[name]
+            lines.append(f'<tr><td class="code">{html.escape(name)}</td>'
+                         + "".join(f'<td class="num">{counts.get(s, 0)}</td>' for s in STATUSES)
+                         + f"<td>{_stacked_bar(counts, sum(counts.values()), w)}</td></tr>")
+    return lines + ["</table>"]
+
+
+def _legend(w: dict, with_none: bool) -> str:
+    items = [f'<span><span class="chip pass">{SYMBOLS["pass"]}</span>{html.escape(w["pass"])}</span>',
+             f'<span><span class="chip fail">{SYMBOLS["fail"]}<sup>3</sup></span>'
+             f'{html.escape(w["fail_legend"])}</span>',
+             f'<span><span class="chip todo">{SYMBOLS["todo"]}</span>{html.escape(w["todo"])}</span>']
+    if with_none:
+        items.append(f'<span><span class="chip none">&nbsp;</span>{html.escape(w["none"])}</span>')
+    return '<div class="legend">' + "".join(items) + "</div>"
+
+
+def _student_table(w: dict, names: list[str], rows: list[tuple[str, list[dict]]],
+                   numbers: dict[tuple[str, str], int]) -> list[str]:
+    """The grid: a row per student, a column per exercise grouped by notebook, a symbol per cell."""
+    head = [f'<tr><th rowspan="2" class="sticky">{html.escape(w["student"])}</th>'
+            + "".join(f'<th colspan="{len(g)}" class="nb">{html.escape(stem.replace("_", " "))}</th>'
+                      for stem, g in _by_notebook(names))
+            + f'<th rowspan="2" class="score">{html.escape(w["score"])}</th></tr>',
+            "<tr>" + "".join(f'<th class="ex"><span>{html.escape(n)}</span></th>' for n in names) + "</tr>"]
+    lines = ['<div class="scroll"><table id="students">', *head]
+    for i, (student, reports) in enumerate(rows):
+        by_name = {e["name"]: e for r in reports for e in r["exercises"]}
+        cells = []
+        for name in names:
+            e = by_name.get(name)
+            if e is None:
+                cells.append('<td class="cell none"></td>')
+            elif e["status"] == "fail":
+                code = e.get("mistake") or w["unrecognised"]
+                n, title = numbers[(name, code)], html.escape(f'{code}: {e.get("message") or ""}')
+                cells.append(f'<td class="cell fail" title="{title}"><a href="#mistake-{n}">'
+                             f'{SYMBOLS["fail"]}<sup>{n}</sup></a></td>')
+            else:
+                cells.append(f'<td class="cell {e["status"]}" title="{html.escape(e.get("message") or "")}">'
+                             f'{SYMBOLS[e["status"]]}</td>')
+        passed, total = sum(r["passed"] for r in reports), sum(r["total"] for r in reports)
+        name = html.escape(student)
+        if any(e["status"] == "fail" for e in by_name.values()):
+            name = f'<a href="#messages-{i}">{name}</a>'
+        lines.append(f'<tr class="student"><td class="code sticky">{name}</td>{"".join(cells)}'
+                     f'<td class="num">{passed}/{total}</td></tr>')
+    return lines + ["</table></div>"]
+
+
+def _messages_table(w: dict, names: list[str], rows: list[tuple[str, list[dict]]],
+                    numbers: dict[tuple[str, str], int], base: Path | None) -> list[str]:
+    """What each failed check told each student, in the order of the grid, with the notebook file."""
+    order = {name: i for i, name in enumerate(names)}
+    lines = [f'<table id="messages"><tr><th>{html.escape(w["student"])}</th><th>{html.escape(w["exercise"])}</th>'
+             f'<th>{html.escape(w["mistake"])}</th><th>{html.escape(w["message"])}</th></tr>']
+    for i, (student, reports) in enumerate(rows):
+        failed = sorted(((r, e) for r in reports for e in r["exercises"] if e["status"] == "fail"),
+                        key=lambda pair: order[pair[1]["name"]])
+        for j, (report, e) in enumerate(failed):
+            code = e.get("mistake") or w["unrecognised"]
+            n = numbers[(e["name"], code)]
+            first = (f'<td rowspan="{len(failed)}" class="code" id="messages-{i}">{html.escape(student)}</td>'
+                     if j == 0 else "")
+            lines.append(f'<tr>{first}<td class="code" title="{html.escape(_relative(report["notebook"], base))}">'
+                         f'{html.escape(e["name"])}</td><td class="code mistake"><a href="#mistake-{n}">{n}</a> '
+                         f'{html.escape(code)}</td><td>{_markup(e.get("message") or "")}</td></tr>')
+    return lines + ["</table>"]
+
+
+def render(reports: list[dict], language: str | None = None, roots: list[Path] | None = None,
+           now: datetime | None = None) -> str:
+    """The report page, as one HTML string. roots: the files and folders graded (tfs-grade's arguments): the
+    page names them, shows paths relative to them and lists the files in them it skipped."""
     language = language if language in LANGUAGES else report_language(reports)
     w = _words(language)
     graded = [r for r in reports if "error" not in r]
-    failed_to_grade = [r for r in reports if "error" in r]
+    ungraded = [r for r in reports if "error" in r]
+    skipped = skipped_files(roots or [])
+    base = _base(roots, reports)
     names = _exercise_order(reports)
+    rows = _students(graded, base)
     per_exercise = {name: Counter() for name in names}
     mistakes: Counter = Counter()
     for report in graded:
         for e in report["exercises"]:
             per_exercise[e["name"]][e["status"]] += 1
             if e["status"] == "fail":
-                mistakes[(e["name"], e.get("mistake") or "(unrecognised)")] += 1
+                mistakes[(e["name"], e.get("mistake") or w["unrecognised"])] += 1
     order = {name: i for i, name in enumerate(names)}
-    ranked = sorted(mistakes.items(), key=lambda item: (-item[1], order.get(item[0][0], 0), item[0][1]))
-    summary = w["summary"].format(graded=len(graded), failed=len(failed_to_grade))
+    ranked = [(ex, code, n) for (ex, code), n in
+              sorted(mistakes.items(), key=lambda item: (-item[1], order.get(item[0][0], 0), item[0][1]))]
+    numbers = {(ex, code): i for i, (ex, code, _) in enumerate(ranked, 1)}
 
     parts = [f'<!DOCTYPE html><html lang="{language}"><head><meta charset="utf-8">',
-             f"<title>{w['title']}</title><style>{STYLE}</style></head><body>",
-             f"<h1>{w['title']}</h1>", f"<p>{summary}</p>"]
-
-    parts.append(f"<h2>{w['exercises']}</h2>")
-    parts.append('<p class="legend">' + "".join(
-        f'<span style="background:{STATUS_COLOURS[s]};color:#fff">{w[s]}</span>' for s in ("pass", "fail", "todo"))
-        + "</p>")
-    parts.append(f'<table id="exercises"><tr><th>{w["exercise"]}</th><th>{w["pass"]}</th><th>{w["fail"]}</th>'
-                 f'<th>{w["todo"]}</th><th></th></tr>')
-    for name in names:
-        counts = per_exercise[name]
-        parts.append(f'<tr><td class="code">{html.escape(name)}</td>'
-                     + "".join(f'<td class="num">{counts.get(s, 0)}</td>' for s in ("pass", "fail", "todo"))
-                     + f"<td>{_stacked_bar(counts, sum(counts.values()))}</td></tr>")
-    parts.append("</table>")
-
-    parts.append(f"<h2>{w['mistakes']}</h2>")
+             f"<title>{html.escape(w['title'])}</title><style>{STYLE}</style></head><body>",
+             *_header(w, language, graded, ungraded, skipped, roots, len(rows), now or datetime.now()),
+             f"<h2>{html.escape(w['exercises'])}</h2>", *_exercise_table(w, names, per_exercise),
+             f"<h2>{html.escape(w['mistakes'])}</h2>"]
     if ranked:
-        parts.append(_mistake_chart([(ex, code, n) for (ex, code), n in ranked]))
-        parts.append(f'<table id="hints"><tr><th>{w["exercise"]}</th><th>{w["mistake"]}</th><th>{w["count"]}</th>'
-                     f'<th>{w["hint"]}</th></tr>')
-        for (exercise, code), n in ranked:
-            parts.append(f'<tr><td class="code">{html.escape(exercise)}</td><td class="code">{html.escape(code)}</td>'
-                         f'<td class="num">{n}</td><td>{html.escape(_hint(exercise, code, language))}</td></tr>')
+        parts.append(_mistake_chart(ranked, w, language))
+        parts.append(f'<table id="hints"><tr><th>#</th><th>{html.escape(w["exercise"])}</th>'
+                     f'<th>{html.escape(w["mistake"])}</th><th>{html.escape(w["count"])}</th>'
+                     f'<th>{html.escape(w["hint"])}</th></tr>')
+        for i, (exercise, code, n) in enumerate(ranked, 1):
+            parts.append(f'<tr id="mistake-{i}"><td class="num">{i}</td><td class="code">{html.escape(exercise)}</td>'
+                         f'<td class="code">{html.escape(code)}</td><td class="num">{n}</td>'
+                         f"<td>{_markup(_hint(exercise, code, language))}</td></tr>")
         parts.append("</table>")
     else:
-        parts.append(f"<p>{w['no_mistakes']}</p>")
+        parts.append(f"<p>{html.escape(w['no_mistakes'])}</p>")
 
-    parts.append(f"<h2>{w['students']}</h2>")
-    parts.append(f'<table id="students"><tr><th>{w["notebook"]}</th>'
-                 + "".join(f'<th class="code">{html.escape(name)}</th>' for name in names)
-                 + f'<th>{w["score"]}</th></tr>')
-    for report in graded:
-        by_name = {e["name"]: e for e in report["exercises"]}
-        cells = []
-        for name in names:
-            e = by_name.get(name)
-            if e is None:
-                cells.append('<td class="none"></td>')
-                continue
-            text = html.escape(e.get("mistake") or "") or w["fail"] if e["status"] == "fail" else w[e["status"]]
-            cells.append(f'<td class="{e["status"]}" title="{html.escape(e.get("message") or "")}">{text}</td>')
-        parts.append(f'<tr><td class="code">{html.escape(report["notebook"])}</td>{"".join(cells)}'
-                     f'<td class="num">{report["passed"]}/{report["total"]}</td></tr>')
-    parts.append("</table>")
+    parts += [f"<h2>{html.escape(w['students'])}</h2>", f'<p class="meta">{html.escape(w["sorted"])}</p>',
+              _legend(w, any(len({e["name"] for r in reports for e in r["exercises"]}) < len(names)
+                             for _, reports in rows)),
+              *_student_table(w, names, rows, numbers)]
+    if ranked:
+        parts += [f"<h2>{html.escape(w['messages'])}</h2>", *_messages_table(w, names, rows, numbers, base)]
 
-    parts.append(f"<h2>{w['ungraded']}</h2>")
-    if failed_to_grade:
+    parts.append(f"<h2>{html.escape(w['ungraded'])}</h2>")
+    if ungraded:
         parts.append('<table id="ungraded">' + "".join(
-            f'<tr><td class="code">{html.escape(r["notebook"])}</td><td>{html.escape(r["error"])}</td></tr>'
-            for r in failed_to_grade) + "</table>")
+            f'<tr><td class="code">{html.escape(_relative(r["notebook"], base))}</td>'
+            f"<td>{html.escape(_reason(r, language))}</td></tr>" for r in ungraded) + "</table>")
     else:
-        parts.append(f"<p>{w['none_ungraded']}</p>")
+        parts.append(f"<p>{html.escape(w['none_ungraded'])}</p>")
+    if roots:
+        parts.append(f"<h2>{html.escape(w['skipped'])}</h2>")
+        parts.append('<ul id="skipped">' + "".join(f'<li class="code">{html.escape(_relative(p, base))}</li>'
+                                                   for p in skipped) + "</ul>" if skipped
+                     else f"<p>{html.escape(w['none_skipped'])}</p>")
     parts.append("</body></html>\n")
     return "\n".join(parts)
 
 
-def write_report(reports: list[dict], path: Path, language: str | None = None) -> None:
-    """Write the report page to path, whole or not at all (a temporary file beside it, then a rename)."""
+def write_report(reports: list[dict], path: Path, language: str | None = None,
+                 roots: list[Path] | None = None) -> None:
+    """Write the report page to path, whole or not at all (a temporary file beside it, then a rename), readable
+    as any new file of the user's (the umask decides)."""
     path = Path(path)
-    text = render(reports, language)
+    text = render(reports, language, roots)
     handle, temporary = tempfile.mkstemp(dir=path.parent, prefix=f".{path.name}.", suffix=".tmp")
     try:
         with os.fdopen(handle, "w", encoding="utf-8") as out:
             out.write(text)
+        umask = os.umask(0)
+        os.umask(umask)
+        os.chmod(temporary, 0o666 & ~umask)  # as any new file, not mkstemp's owner-only 0600
         os.replace(temporary, path)
     except BaseException:
         Path(temporary).unlink(missing_ok=True)
         raise
 
 
-__all__ = ["render", "report_language", "write_report"]
+__all__ = ["render", "report_language", "skipped_files", "write_report"]

@@ -1,24 +1,27 @@
 """Translations of the course, kept in step with the English source.
 
-    tfs-translate extract [--language es]   update i18n/es/*.po from the English sources
-    tfs-translate build   [--language es]   write es/solutions/ and es/notebooks/ from solutions/ and the .po files
-    tfs-translate check   [--language es]   exit 1 while a piece is missing or stale, or es/ is out of date
-    tfs-translate review  [--language es]   list the pieces to review, with the English change
+    tfs-translate extract [--language L]   update editions/L/po/*.po from the English sources
+    tfs-translate build   [--language L]   write editions/L/solutions/ and editions/L/notebooks/ from the .po files
+    tfs-translate check   [--language L]   exit 1 while a piece is missing or stale, or editions/L/ is out of date
+    tfs-translate review  [--language L]   list the pieces to review, with the English change
+
+Without --language, each command runs for every edition in turn (es, pt, vi: every folder of editions/).
 
 The English solution notebooks and the English text in the code of ``helpers`` are the only
 source. A translator edits gettext files, never a notebook's JSON:
 
-* ``i18n/<language>/<notebook>.po``: one entry per piece of a solution notebook, keyed by the
+* ``editions/<language>/po/<notebook>.po``: one entry per piece of a solution notebook, keyed by the
   cell's id (msgctxt). A piece is a markdown cell, or a code cell that has comments or displayed
   strings (translate those; the code that computes stays as it is).
-* ``i18n/<language>/messages.po``: the messages of ``helpers`` (checks, hints, plots, training),
+* ``editions/<language>/po/messages.po``: the messages of ``helpers`` (checks, hints, plots, training),
   keyed by ``<exercise>:<mistake code>`` for the registry's hints and by the key of each
   ``helpers.i18n.tr("key", "English")`` call for the rest.
 
-The edition is the list of notebooks in ``i18n/<language>/EDITION``, one file stem per line: only
-those are built into ``<language>/`` and checked. A notebook joins the edition once its .po file is
-translated; from then on a missing or stale piece of it fails ``check``. The .po files of the other
-notebooks are kept in step by ``extract`` all the same, so that translators can work on them.
+The edition is the list of notebooks in ``editions/<language>/EDITION``, one file stem per line: only
+those are built into ``editions/<language>/solutions`` and ``notebooks`` and checked. A notebook joins
+the edition once its .po file is translated; from then on a missing or stale piece of it fails
+``check``. The .po files of the other notebooks are kept in step by ``extract`` all the same, so that
+translators can work on them.
 ``messages.po`` must be complete for the messages the edition shows: the hints and success lines of
 its exercises, the generic hints, and every ``tr()`` message of helpers and course_tools.
 
@@ -44,8 +47,18 @@ from pathlib import Path
 
 import nbformat
 
+from helpers.i18n import LANGUAGE_NAMES
+
 ROOT = Path(__file__).resolve().parent.parent
-LANGUAGES = {"es": "Spanish"}
+EDITIONS = ROOT / "editions"
+# {language: its name in English} for every edition: every folder of editions/ that helpers.i18n knows.
+LANGUAGES = {code: names[0] for code, names in LANGUAGE_NAMES.items()
+             if code != "en" and (EDITIONS / code / "EDITION").exists()}
+
+
+def edition_dir(language: str) -> Path:
+    """editions/<language>/ of the repository at ROOT (tests point ROOT at a temporary copy)."""
+    return ROOT / "editions" / language
 WORDS = re.compile(r"[A-Za-z]{3,}")
 
 
@@ -167,14 +180,14 @@ def sources() -> dict[str, list[Piece]]:
 
 
 def edition(language: str) -> list[str]:
-    """The notebooks (file stems) of the language's edition: i18n/<language>/EDITION, one per line."""
-    path = ROOT / "i18n" / language / "EDITION"
+    """The notebooks (file stems) of the language's edition: editions/<language>/EDITION, one per line."""
+    path = edition_dir(language) / "EDITION"
     stems = [line.strip() for line in path.read_text(encoding="utf-8").splitlines()
              if line.strip() and not line.startswith("#")] if path.exists() else []
     known = {p.stem for p in (ROOT / "solutions").glob("*.ipynb")}
     unknown = [stem for stem in stems if stem not in known]
     if unknown:
-        raise ValueError(f"i18n/{language}/EDITION names {', '.join(unknown)}, which have no solution notebook")
+        raise ValueError(f"editions/{language}/EDITION names {', '.join(unknown)}, which have no solution notebook")
     return stems
 
 
@@ -194,7 +207,12 @@ def required(language: str) -> dict[str, list[Piece]]:
 
 # ---------------------------------------------------------------------------------------------- po files
 def po_path(language: str, stem: str) -> Path:
-    return ROOT / "i18n" / language / f"{stem}.po"
+    return edition_dir(language) / "po" / f"{stem}.po"
+
+
+def po_name(language: str, stem: str) -> str:
+    """The .po file's path as the messages show it: editions/<language>/po/<stem>.po."""
+    return f"editions/{language}/po/{stem}.po"
 
 
 def _load(path: Path):
@@ -203,7 +221,7 @@ def _load(path: Path):
     if path.exists():
         return polib.pofile(str(path), wrapwidth=0)
     po = polib.POFile(wrapwidth=0)
-    po.metadata = {"Project-Id-Version": "transformers-from-scratch", "Language": path.parent.name,
+    po.metadata = {"Project-Id-Version": "transformers-from-scratch", "Language": path.parent.parent.name,
                    "MIME-Version": "1.0", "Content-Type": "text/plain; charset=UTF-8",
                    "Content-Transfer-Encoding": "8bit"}
     return po
@@ -431,10 +449,11 @@ def validate_po_files(language: str, syntax_only: bool = False) -> None:
     """Raise PoError naming every problem of every .po file of language (nothing is written before this
     passes). syntax_only: only what polib would misread (extract rewrites the entries it checks)."""
     found = []
-    for path in sorted((ROOT / "i18n" / language).glob("*.po")):
+    for path in sorted((edition_dir(language) / "po").glob("*.po")):
         found.extend(po_file_problems(path, syntax_only))
     if found:
-        raise PoError("\n".join(found) + f"\n{len(found)} problems in i18n/{language}/*.po: nothing was written.")
+        raise PoError("\n".join(found) + f"\n{len(found)} problems in editions/{language}/po/*.po: "
+                      "nothing was written.")
 
 
 # ---------------------------------------------------------------------------------------------- notebooks
@@ -473,7 +492,7 @@ def build(language: str, check: bool = False) -> int:
     from course_tools.make_student import generate, read_notebook, render, write_atomic
 
     validate_po_files(language)
-    out_dir = ROOT / language / "solutions"
+    out_dir = edition_dir(language) / "solutions"
     stale, writes = [], []
     stems = edition(language)
     extra = sorted(p for p in out_dir.glob("*.ipynb") if p.stem not in stems)
@@ -495,28 +514,28 @@ def build(language: str, check: bool = False) -> int:
             stale.append(path)
         else:
             path.unlink()
-            (ROOT / language / "notebooks" / path.name).unlink(missing_ok=True)
-            print(f"removed {path.relative_to(ROOT)}: not in i18n/{language}/EDITION")
+            (edition_dir(language) / "notebooks" / path.name).unlink(missing_ok=True)
+            print(f"removed {path.relative_to(ROOT)}: not in editions/{language}/EDITION")
     for target, text in writes:
         write_atomic(target, text)
-        print(f"wrote {target.relative_to(ROOT)} (run `make outputs-es` to store its outputs)")
+        print(f"wrote {target.relative_to(ROOT)} (run `make outputs-{language}` to store its outputs)")
     if not stems:
         return 1 if stale else 0
     if check:
         for target in stale:
             print(f"{target.relative_to(ROOT)} differs from what solutions/{target.name} and "
-                  f"i18n/{language}/{target.stem}.po give. Run `make translations` and commit the result.",
+                  f"{po_name(language, target.stem)} give. Run `make translations` and commit the result.",
                   file=sys.stderr)
-        code = generate(out_dir, ROOT / language / "notebooks", check=True)
+        code = generate(out_dir, edition_dir(language) / "notebooks", check=True)
         return 1 if stale or code else 0
-    return generate(out_dir, ROOT / language / "notebooks")
+    return generate(out_dir, edition_dir(language) / "notebooks")
 
 
 # ---------------------------------------------------------------------------------------------- commands
 def check_command(language: str) -> int:
     found = problems(language)
     for stem, key, kind, _ in found:
-        print(f"i18n/{language}/{stem}.po: {key}: {kind}", file=sys.stderr)
+        print(f"{po_name(language, stem)}: {key}: {kind}", file=sys.stderr)
     if found:
         print(f"{len(found)} {LANGUAGES[language]} pieces to translate or review: run `tfs-translate extract`, "
               f"edit the .po files (see `tfs-translate review`), remove each reviewed entry's fuzzy flag, then "
@@ -527,7 +546,7 @@ def check_command(language: str) -> int:
         notebooks = sum(len(p) for stem, p in needed.items() if stem != "messages")
         print(f"{LANGUAGES[language]} edition ({', '.join(edition(language)) or 'no notebook yet'}): "
               f"{notebooks} notebook pieces and {len(needed['messages'])} messages translated and up to date; "
-              f"{language}/ is up to date.")
+              f"editions/{language}/ is up to date.")
     return 1 if found or drift else 0
 
 
@@ -535,7 +554,7 @@ def review_command(language: str) -> int:
     found = problems(language)
     current = {(stem, p.key): p.english for stem, pieces in required(language).items() for p in pieces}
     for stem, key, kind, previous in found:
-        print(f"=== i18n/{language}/{stem}.po, {key}: {kind}")
+        print(f"=== {po_name(language, stem)}, {key}: {kind}")
         if kind == "stale" and previous is not None:
             diff = difflib.unified_diff(previous.splitlines(), current[(stem, key)].splitlines(),
                                         "English translated", "English now", lineterm="", n=1)
@@ -547,19 +566,18 @@ def review_command(language: str) -> int:
 def main(argv: list[str] | None = None) -> int:
     parser = argparse.ArgumentParser(description=__doc__.split("\n\n")[0])
     parser.add_argument("command", choices=["extract", "build", "check", "review"])
-    parser.add_argument("--language", default="es", choices=sorted(LANGUAGES))
+    parser.add_argument("--language", choices=sorted(LANGUAGES),
+                        help="one edition (default: every edition, one after the other)")
     args = parser.parse_args(argv)
-    try:
-        if args.command == "extract":
-            return extract(args.language)
-        if args.command == "build":
-            return build(args.language)
-        if args.command == "check":
-            return check_command(args.language)
-        return review_command(args.language)
-    except ValueError as error:
-        print(f"error: {error}", file=sys.stderr)
-        return 2
+    command = {"extract": extract, "build": build, "check": check_command, "review": review_command}[args.command]
+    status = 0
+    for language in [args.language] if args.language else sorted(LANGUAGES):
+        try:
+            status = max(status, command(language))
+        except ValueError as error:
+            print(f"error: {error}", file=sys.stderr)
+            status = 2
+    return status
 
 
 if __name__ == "__main__":

@@ -27,9 +27,9 @@ from .dates import (FORMAT_NAMES, SOURCE_VOCAB, TARGET_VOCAB, DateDataset, decod
 from .schedule import scheduled_lr, transformer_lr
 from .loss import LabelSmoothingLoss, loss_floor
 from .training import Recipe, TrainConfig, default_device, train_step
-from .decoding import beam_search, exact_match, greedy_decode, predict
+from .decoding import beam_search, exact_match, greedy_decode, percent, predict
 from .checkpoints import train_or_load
-from .student_code import your_recipe, yours_or_reference
+from .student_code import your_attention_and_encoding, your_recipe, yours_or_reference
 
 # Pictures, and the check of every exercise (check_<exercise name>)
 from .plots import (plot_attention, plot_cross_attention, plot_dimensions, plot_encoding, plot_heads, plot_history,

@@ -32,6 +32,10 @@ from .training import REFERENCE, History, Recipe, ShuffledBatches, TrainConfig, 
 from .transformer import Transformer
 
 
+# The validation curve of notebook 06: the exact match on the first VALID_DATES validation dates, measured
+# every VALID_EVERY steps while training (it changes no weight; it is stored with the history).
+VALID_DATES, VALID_EVERY = 500, 50
+
 # The modules whose code decides the trained weights (decoding and this cache do not).
 _CODE_MODULES = ("transformer.py", "multi_head.py", "positional.py", "masking.py", "dates.py", "schedule.py", "loss.py",
                  "training.py")
@@ -52,6 +56,7 @@ def checkpoint_key(config: TrainConfig, data: DateDataset, recipe: Recipe = REFE
     h = hashlib.sha256(json.dumps(config.to_dict(), sort_keys=True).encode())
     h.update(recipe.fingerprint.encode())  # the student's code in use; "" for the reference
     h.update(data.fingerprint().encode())
+    h.update(f"valid {VALID_DATES} every {VALID_EVERY}".encode())  # what the stored history measured
     here = Path(__file__).resolve().parent
     for name in _CODE_MODULES:
         path = here / name
@@ -155,7 +160,9 @@ def train_or_load(config: TrainConfig, data: DateDataset, recipe: Recipe = REFER
                   device: str | None = None, progress: bool = True) -> TrainResult:
     """Load the checkpoint of (config, data, code) from the cache, or train and save it.
 
-    recipe names the model class, the schedule and the loss that train (the reference by default).
+    recipe names the model class, the schedule, the loss and the training step (the reference by default).
+    While training, the exact match on the first VALID_DATES validation dates is recorded every
+    VALID_EVERY steps (history.valid_step, history.valid_exact_match).
     retrain=True, or the environment variable TFS_RETRAIN=1, trains even when a checkpoint exists.
     A checkpoint that fails its SHA-256 or whose tensors do not match the model by name and shape is
     not used: the model is trained again from a fresh seeded model, and one line says why.
@@ -182,7 +189,8 @@ def train_or_load(config: TrainConfig, data: DateDataset, recipe: Recipe = REFER
                  "fresh model.", path=path, why=why))
     model = build_model(config, recipe)  # fresh and seeded, whatever a rejected checkpoint held
     batches = ShuffledBatches(data.train, config.batch_size, seed=config.seed)
-    history = train_model(model, batches, config, device=device, progress=progress, recipe=recipe)
+    history = train_model(model, batches, config, device=device, progress=progress, recipe=recipe,
+                          valid=data.valid[:VALID_DATES], valid_every=VALID_EVERY)
     try:
         save_checkpoint(path, model, history, config)
     except OSError:
@@ -190,5 +198,6 @@ def train_or_load(config: TrainConfig, data: DateDataset, recipe: Recipe = REFER
     return TrainResult(model, history, True, path, why)
 
 
-__all__ = ["TrainResult", "cache_dir", "checkpoint_key", "checkpoint_path", "save_checkpoint", "train_or_load",
+__all__ = ["VALID_DATES", "VALID_EVERY", "TrainResult", "cache_dir", "checkpoint_key", "checkpoint_path",
+           "save_checkpoint", "train_or_load",
            "weights_sha256"]

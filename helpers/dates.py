@@ -1,17 +1,21 @@
 """The date-normalisation task of notebook 06: a written date in, its ISO form out.
 
     "21 November 2026", "Nov 21, 2026", "saturday, november 21, 2026", "21/11/2026",
-    "21 de noviembre de 2026", "sábado 21 de noviembre de 2026"   ->   "2026-11-21"
+    "sábado 21 de noviembre de 2026", "sábado, 21 de novembro de 2026",
+    "Thứ Bảy, ngày 21 tháng 11 năm 2026"   ->   "2026-11-21"
 
 Everything is generated from a seed with the standard library (no download), character by
 character (one token per character).
 
 - Dates run from 1900-01-01 to 2099-12-31. The split is by DATE, not by string: the held-out
   test dates (and the validation dates) never appear in training, in any format.
-- Numeric formats are day-first only (21/11/2026, 21.11.2026, 21-11-2026), so every input has
-  exactly one reading; month names (English or Spanish) make the other formats unambiguous.
-- Source vocabulary (SOURCE_CHARS, 75 tokens): <pad>, <unk>, space , . / -, the digits,
-  a-z, A-Z and the Spanish letters á é í ó ú ñ. Any other character becomes <unk>.
+- The written forms are English, Spanish, Brazilian Portuguese, Vietnamese and numeric: the
+  languages of the course's editions. Numeric formats are day-first only (21/11/2026, 21.11.2026,
+  21-11-2026), so every input has exactly one reading; month names (English, Spanish, Portuguese)
+  and the Vietnamese "ngày ... tháng ..." (day ... month ...) make the other formats unambiguous.
+- Source vocabulary (SOURCE_CHARS, 83 tokens): <pad>, <unk>, space , . / -, the digits, a-z,
+  A-Z, the Spanish letters á é í ó ú ñ, the Portuguese ç and the Vietnamese à ă ả ậ ủ ư ứ of the
+  weekday names and of "ngày" and "năm". Any other character becomes <unk>.
 - Target vocabulary (TARGET_CHARS, 14 tokens): <pad>, <s>, </s>, the digits and "-".
   A target is always 10 characters ("YYYY-MM-DD") followed by </s>.
 """
@@ -33,7 +37,7 @@ from .validation import texts as _texts
 
 PAD, UNK = "<pad>", "<unk>"
 BOS, EOS = "<s>", "</s>"
-SOURCE_CHARS = " ,./-0123456789abcdefghijklmnopqrstuvwxyzABCDEFGHIJKLMNOPQRSTUVWXYZáéíóúñ"
+SOURCE_CHARS = " ,./-0123456789abcdefghijklmnopqrstuvwxyzABCDEFGHIJKLMNOPQRSTUVWXYZáéíóúñçàăảậủưứ"
 TARGET_CHARS = "0123456789-"
 FIRST_DATE = dt.date(1900, 1, 1)
 LAST_DATE = dt.date(2099, 12, 31)
@@ -46,6 +50,10 @@ MONTHS_ES = ["enero", "febrero", "marzo", "abril", "mayo", "junio", "julio", "ag
              "septiembre", "octubre", "noviembre", "diciembre"]
 MONTHS_ES_SHORT = ["ene", "feb", "mar", "abr", "may", "jun", "jul", "ago", "sep", "oct", "nov", "dic"]
 DAYS_ES = ["lunes", "martes", "miércoles", "jueves", "viernes", "sábado", "domingo"]
+MONTHS_PT = ["janeiro", "fevereiro", "março", "abril", "maio", "junho", "julho", "agosto", "setembro", "outubro",
+             "novembro", "dezembro"]
+DAYS_PT = ["segunda-feira", "terça-feira", "quarta-feira", "quinta-feira", "sexta-feira", "sábado", "domingo"]
+DAYS_VI = ["Thứ Hai", "Thứ Ba", "Thứ Tư", "Thứ Năm", "Thứ Sáu", "Thứ Bảy", "Chủ Nhật"]  # Monday .. Sunday
 
 
 class Vocabulary:
@@ -119,6 +127,9 @@ def _formats() -> list[tuple[str, str, Callable[[dt.date, bool], str]]]:
     de = lambda x: DAYS_EN[x.weekday()]  # noqa: E731
     ms = lambda x: MONTHS_ES[x.month - 1]  # noqa: E731
     ds = lambda x: DAYS_ES[x.weekday()]  # noqa: E731
+    mp = lambda x: MONTHS_PT[x.month - 1]  # noqa: E731
+    dp = lambda x: DAYS_PT[x.weekday()]  # noqa: E731
+    dv = lambda x: DAYS_VI[x.weekday()]  # noqa: E731
     y = lambda x: f"{x.year:04d}"  # noqa: E731
     return [
         ("21 November 2026", "en", lambda x, z: f"{d(x, z)} {me(x)} {y(x)}"),
@@ -144,6 +155,14 @@ def _formats() -> list[tuple[str, str, Callable[[dt.date, bool], str]]]:
         ("21 nov. 2026", "es", lambda x, z: f"{d(x, z)} {MONTHS_ES_SHORT[x.month - 1]}. {y(x)}"),
         ("21-nov-2026", "es", lambda x, z: f"{d(x, z)}-{MONTHS_ES_SHORT[x.month - 1]}-{y(x)}"),
         ("21 noviembre 2026", "es", lambda x, z: f"{d(x, z)} {ms(x)} {y(x)}"),
+        ("21 de novembro de 2026", "pt", lambda x, z: f"{d(x, z)} de {mp(x)} de {y(x)}"),
+        ("sábado, 21 de novembro de 2026", "pt", lambda x, z: f"{dp(x)}, {d(x, z)} de {mp(x)} de {y(x)}"),
+        ("21 de nov. de 2026", "pt", lambda x, z: f"{d(x, z)} de {mp(x)[:3]}. de {y(x)}"),
+        ("ngày 21 tháng 11 năm 2026", "vi", lambda x, z: f"ngày {d(x, z)} tháng {m(x, z)} năm {y(x)}"),
+        ("Thứ Bảy, ngày 21 tháng 11 năm 2026", "vi",
+         lambda x, z: f"{dv(x)}, ngày {d(x, z)} tháng {m(x, z)} năm {y(x)}"),
+        ("21 tháng 11, 2026", "vi", lambda x, z: f"{d(x, z)} tháng {m(x, z)}, {y(x)}"),
+        ("ngày 21/11/2026", "vi", lambda x, z: f"ngày {d(x, z)}/{m(x, z)}/{y(x)}"),
         ("21/11/2026", "numeric", lambda x, z: f"{d(x, z)}/{m(x, z)}/{y(x)}"),
         ("21.11.2026", "numeric", lambda x, z: f"{d(x, z)}.{m(x, z)}.{y(x)}"),
         ("21-11-2026", "numeric", lambda x, z: f"{d(x, z)}-{m(x, z)}-{y(x)}"),
@@ -216,9 +235,11 @@ class DateDataset:
         return h.hexdigest()[:16]
 
     def __repr__(self) -> str:
+        from .i18n import number  # the counts as the student's language writes them: 60,000 / 60 000
+
         return tr("dates:dataset_repr", "DateDataset(seed={seed}, train={train} pairs, valid={valid} pairs, "
-                  "test={test} pairs)", seed=self.seed, train=len(self.train), valid=len(self.valid),
-                  test=len(self.test))
+                  "test={test} pairs)", seed=self.seed, train=number(len(self.train)),
+                  valid=number(len(self.valid)), test=number(len(self.test)))
 
 
 def make_date_dataset(n_train: int = 60_000, n_valid: int = 1_000, n_test: int = 2_000,

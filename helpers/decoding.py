@@ -7,6 +7,7 @@
                                             compute only the new position from cached keys and values
     predict(model, texts, method="greedy")  written dates -> the model's ISO strings
     exact_match(model, pairs)               the fraction of whole strings that are right
+    percent(count, total)                   count / total as "99.90%": 100.00% only when count == total
 
 Everything here decodes without gradients (torch.no_grad); KVCacheDecoder (use_cache=True) needs the
 model in eval mode, since it computes the eval-mode model (no dropout).
@@ -380,5 +381,24 @@ def exact_match(model: Transformer, pairs: Sequence[tuple[str, str]], batch_size
     return sum(p == t for p, (_, t) in zip(predictions, pairs)) / max(len(pairs), 1)
 
 
+def percent(count: int, total: int) -> str:
+    """count / total as a percentage with two decimals, "99.90%" (the decimal mark of the current language).
+
+    Never rounded to 100.00% while count < total, nor to 0.00% while count > 0: a share of right answers
+    reads 100% only when every answer is right (1,999 of 2,000 is "99.95%"; 19,999 of 20,000 is "99.99%").
+    """
+    from .i18n import number
+
+    for value, name in ((count, "count"), (total, "total")):
+        if isinstance(value, bool) or not isinstance(value, numbers.Integral) or value < 0:
+            raise ValueError(f"{name} must be a non-negative integer, got {value!r}")
+    if not 0 <= count <= total or total == 0:
+        raise ValueError(f"count must be between 0 and total (total > 0), got count={count}, total={total}")
+    value = round(100 * count / total, 2)
+    if 0 < count < total:
+        value = min(max(value, 0.01), 99.99)
+    return f"{number(value, 2)}%"
+
+
 __all__ = ["KVCacheDecoder", "RecomputeDecoder", "beam_search", "exact_match", "greedy_decode", "length_penalty",
-           "predict"]
+           "percent", "predict"]

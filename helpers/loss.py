@@ -1,4 +1,9 @@
-"""Label smoothing (paper, section 5.4): cross-entropy against a softened target.
+"""Label smoothing: cross-entropy against a softened target.
+
+The paper (section 5.4) only says it smooths with eps_ls = 0.1. The form used here, eps / V on every token and
+1 - eps + eps / V on the right one, is that of Szegedy et al. (2016), which PyTorch's ``label_smoothing=``
+implements; the paper's own code (tensor2tensor) spreads eps over the V - 1 wrong tokens, and the Annotated
+Transformer over V - 2, with the pad column zeroed.
 
     LabelSmoothingLoss(smoothing, pad_id)   (batch, L, V) logits, (batch, L) ids -> mean over real tokens
     loss_floor(vocab_size, smoothing)       the lowest value that loss can reach

@@ -14,6 +14,7 @@ from __future__ import annotations
 
 import math
 import numbers
+from typing import Any, Callable
 
 import numpy as np
 import torch
@@ -115,16 +116,28 @@ class PositionalEncoding(nn.Module):
     """Adds the sinusoidal encoding to a batch of embeddings, then applies dropout.
 
     forward(x): x of shape (batch, L, d_model) with L <= max_len -> same shape.
-    The encoding is a buffer (saved with the model, moved by .to(device), never trained).
+    The encoding is a buffer (saved with the model, moved by .to(device), never trained), computed once by
+    ``encoding(max_len, d_model)``: positional_encoding, or the student's create_position_matrix of
+    notebook 01 (notebook 05 passes it once its check passes); ``self.encoding`` keeps the function used.
     """
 
-    def __init__(self, d_model: int, max_len: int = 5000, dropout: float = 0.1):
+    def __init__(self, d_model: int, max_len: int = 5000, dropout: float = 0.1,
+                 encoding: Callable[[int, int], Any] = positional_encoding):
         super().__init__()
         self.d_model = positive_int(d_model, "d_model", even=True)
         self.max_len = positive_int(max_len, "max_len")
         self.dropout = nn.Dropout(probability(dropout, "dropout"))
-        pe = torch.from_numpy(positional_encoding(self.max_len, self.d_model)).float()
-        self.register_buffer("pe", pe, persistent=False)  # (max_len, d_model)
+        if not callable(encoding):
+            raise TypeError(f"encoding must be a function (max_len, d_model) -> matrix, got {type(encoding).__name__}")
+        self.encoding = encoding
+        matrix = encoding(self.max_len, self.d_model)
+        if isinstance(matrix, torch.Tensor):
+            matrix = matrix.detach().cpu().numpy()
+        matrix = np.asarray(matrix, dtype=np.float64)
+        if matrix.shape != (self.max_len, self.d_model):
+            raise ValueError(f"encoding({self.max_len}, {self.d_model}) must return a matrix of shape "
+                             f"(max_len={self.max_len}, d_model={self.d_model}), got {shape_str(matrix.shape)}")
+        self.register_buffer("pe", torch.from_numpy(matrix).float(), persistent=False)  # (max_len, d_model)
 
     def forward(self, x: torch.Tensor) -> torch.Tensor:
         if x.dim() != 3 or x.shape[-1] != self.d_model:

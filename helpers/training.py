@@ -4,7 +4,8 @@
     Recipe(...)                            which classes and functions train: the reference, or the student's
     build_model(config, recipe)            a seeded Transformer of the configuration's size
     ShuffledBatches(pairs, ...)            endless batches of randomly drawn pairs
-    train_model(model, batches, config)    Adam(0.9, 0.98, 1e-9) + the schedule, with a progress bar
+    train_model(model, batches, config)    Adam(0.9, 0.98, 1e-9) + the schedule, with a progress bar; with valid=
+                                           pairs, the exact match on them every valid_every steps
 
 The schedule is in ``schedule.py``, the loss in ``loss.py``, decoding in ``decoding.py`` and the
 train-once cache in ``checkpoints.py``.
@@ -196,13 +197,17 @@ class ShuffledBatches:
 # ---------------------------------------------------------------------- training loop
 @dataclass
 class History:
-    """What train_model records: per step the loss and the learning rate, plus the wall time."""
+    """What train_model records: per step the loss and the learning rate, the exact match on the validation
+    pairs every few steps (valid_step[i] is the step after which valid_exact_match[i] was measured), and the
+    wall time of the training steps (the validation excluded)."""
 
     loss: list[float] = field(default_factory=list)
     lr: list[float] = field(default_factory=list)
     seconds: float = 0.0
     device: str = "cpu"
     threads: int = 1
+    valid_step: list[int] = field(default_factory=list)
+    valid_exact_match: list[float] = field(default_factory=list)
 
     def to_dict(self) -> dict:
         return asdict(self)
@@ -218,15 +223,21 @@ def make_optimizer(model: nn.Module, config: TrainConfig, recipe: Recipe = REFER
 
 def train_model(model: Transformer, batches: Iterator, config: TrainConfig, device: str | None = None,
                 progress: bool = True, callback: Callable[[int, Transformer], bool] | None = None,
-                callback_every: int = 100, recipe: Recipe = REFERENCE) -> History:
+                callback_every: int = 100, recipe: Recipe = REFERENCE,
+                valid: Sequence[tuple[str, str]] | None = None, valid_every: int = 100) -> History:
     """Train for config.steps steps with teacher forcing; return the History.
 
     Each step is recipe.train_step (the reference train_step, or the student's): the decoder reads
     tgt[:, :-1] (<s> and the first characters) and is scored on predicting tgt[:, 1:] (the characters
-    and </s>). callback(step, model), if given, runs every
-    callback_every steps outside the timed part; returning True stops training early.
+    and </s>). valid, if given, is a list of (source, target) pairs whose exact match (greedy decoding
+    with a KV cache) is recorded after every valid_every steps, in eval mode and without gradients, so
+    it changes nothing in training. callback(step, model), if given, runs every callback_every steps;
+    returning True stops training early. Neither is counted in history.seconds.
     """
+    from .decoding import exact_match
+
     device = device or default_device()
+    valid_every = positive_int(valid_every, "valid_every")
     model.to(device).train()
     optimizer, schedule = make_optimizer(model, config, recipe)
     loss_fn = recipe.loss_class(config.label_smoothing, TARGET_VOCAB.pad_id)
@@ -249,9 +260,16 @@ def train_model(model: Transformer, batches: Iterator, config: TrainConfig, devi
             bar.update(1)
             if step % 50 == 0:
                 bar.set_postfix(loss=f"{history.loss[-1]:.3f}", refresh=False)
-        if callback is not None and step % callback_every == 0:
+        measure = valid is not None and step % valid_every == 0
+        ask = callback is not None and step % callback_every == 0
+        if measure or ask:
             elapsed += time.perf_counter() - start
-            stop = callback(step, model)
+            stop = False
+            if measure:
+                history.valid_step.append(step)
+                history.valid_exact_match.append(exact_match(model, valid, use_cache=True))
+            if ask:
+                stop = callback(step, model)
             model.train()
             start = time.perf_counter()
             if stop:

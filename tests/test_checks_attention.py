@@ -99,7 +99,13 @@ def softmax_in_place(x, axis=-1):  # right values, but the caller's array is cha
     return x
 
 
+def softmax_returns_log(x, axis=-1):  # the log-softmax, a step too far
+    shifted = x - x.max(axis=axis, keepdims=True)
+    return shifted - np.log(np.exp(shifted).sum(axis=axis, keepdims=True))
+
+
 SOFTMAX_WRONG = [
+    (softmax_returns_log, "log_softmax"),
     (softmax_minus_min, "subtracted_min"),
     (softmax_minus_mean, "subtracted_mean"),
     (softmax_max_without_keepdims, "max_without_keepdims"),
@@ -176,6 +182,52 @@ def attention_d_k_from_axis_1(Q, K, V, mask=None):  # Q.shape[1] is d_k only for
         scores = np.where(mask, scores, -np.inf)
     weights = helpers.softmax(scores)
     return weights @ V, weights
+
+
+def attention_d_k_first_axis(Q, K, V, mask=None):  # Q.shape[0] is L_q in 2-D, the batch size when batched
+    scores = Q @ np.swapaxes(K, -1, -2) / math.sqrt(Q.shape[0])
+    if mask is not None:
+        scores = np.where(mask, scores, -np.inf)
+    weights = helpers.softmax(scores)
+    return weights @ V, weights
+
+
+def attention_sum_over_axis_1(Q, K, V, mask=None):  # a hand-made softmax: the max over -1, the sum over axis 1
+    scores = Q @ np.swapaxes(K, -1, -2) / math.sqrt(Q.shape[-1])
+    if mask is not None:
+        scores = np.where(mask, scores, -np.inf)
+    e = np.exp(scores - scores.max(axis=-1, keepdims=True))
+    weights = e / e.sum(axis=1, keepdims=True)
+    return weights @ V, weights
+
+
+def attention_mask_multiplied(Q, K, V, mask=None):
+    scores = Q @ np.swapaxes(K, -1, -2) / math.sqrt(Q.shape[-1])
+    if mask is not None:
+        scores = scores * mask
+    weights = helpers.softmax(scores)
+    return weights @ V, weights
+
+
+def attention_times_sqrt_d_k(Q, K, V, mask=None):
+    scores = Q @ np.swapaxes(K, -1, -2) * math.sqrt(Q.shape[-1])
+    if mask is not None:
+        scores = np.where(mask, scores, -np.inf)
+    weights = helpers.softmax(scores)
+    return weights @ V, weights
+
+
+def attention_blocked_filled_with_0(Q, K, V, mask=None):
+    scores = Q @ np.swapaxes(K, -1, -2) / math.sqrt(Q.shape[-1])
+    if mask is not None:
+        scores = np.where(mask, scores, 0.0)
+    weights = helpers.softmax(scores)
+    return weights @ V, weights
+
+
+def attention_weights_transposed(Q, K, V, mask=None):
+    output, weights = helpers.scaled_dot_product_attention(Q, K, V, mask)
+    return output, np.swapaxes(weights, -1, -2)
 
 
 def attention_mask_after_softmax(Q, K, V, mask=None):
@@ -259,7 +311,13 @@ ATTENTION_WRONG = [
     (attention_softmax_over_queries, "softmax_wrong_axis"),
     (attention_k_not_transposed, "k_not_transposed"),
     (attention_k_dot_t, "k_transposed_all_axes"),
-    (attention_d_k_from_axis_1, "batched_axes_wrong"),
+    (attention_d_k_from_axis_1, "d_k_wrong_axis"),
+    (attention_d_k_first_axis, "d_k_wrong_axis"),
+    (attention_sum_over_axis_1, "batched_axes_wrong"),
+    (attention_mask_multiplied, "scores_multiplied_by_mask"),
+    (attention_weights_transposed, "weights_transposed"),
+    (attention_times_sqrt_d_k, "multiplied_by_sqrt_d_k"),
+    (attention_blocked_filled_with_0, "scores_multiplied_by_mask"),
     (attention_mask_after_softmax, "mask_after_softmax"),
     (attention_mask_ignored, "mask_ignored"),
     (attention_mask_inverted, "mask_inverted"),
@@ -279,6 +337,18 @@ def test_check_attention_names_each_mistake(wrong, code, capsys):
 
 def test_attention_wrong_answers_cover_every_code():
     assert_every_code_triggered("scaled_dot_product_attention", ATTENTION_WRONG)
+
+
+def test_the_first_attention_case_tells_the_scales_apart():
+    """Issue 18: the first case has L_k != d_k (and L_q, d_v different again), so that scaling by sqrt(L_k) is named
+    there, not told "right for 2-D inputs but not batched ones"; the second keeps L_k = d_k for an untransposed K."""
+    cases = helpers.checks.attention.attention_cases()
+    _, (Q, K, V), _ = cases[0]
+    assert len({Q.shape[-2], K.shape[-2], Q.shape[-1], V.shape[-1]}) == 4
+    _, (Q, K, V), _ = cases[1]
+    assert Q.ndim == 2 and K.shape[-2] == K.shape[-1]
+    verdict = check_scaled_dot_product_attention(attention_scaled_by_l_k)
+    assert verdict.mistake == "scaled_by_sqrt_l_k", verdict
 
 
 def test_naive_softmax_is_only_caught_by_the_large_scores():
@@ -344,6 +414,11 @@ def combine_forgot_reshape(x):
     return x.transpose(0, 2, 1, 3)
 
 
+def combine_swapaxes_1_3(x):  # exchanges h with d_k instead of with L
+    b, h, length, d_k = x.shape
+    return x.swapaxes(1, 3).reshape(b, length, h * d_k)
+
+
 def combine_reversed(x):
     return np.concatenate([x[:, i] for i in reversed(range(x.shape[1]))], axis=-1)
 
@@ -353,6 +428,7 @@ COMBINE_WRONG = [
     (combine_no_transpose, "reshape_without_transpose"),
     (combine_interleaved, "heads_interleaved"),
     (combine_forgot_reshape, "not_reshaped"),
+    (combine_swapaxes_1_3, "h_and_d_k_exchanged"),
 ]
 
 
@@ -433,7 +509,34 @@ def mha_k_v_swapped(x_q, x_kv, w_q, w_k, w_v, w_o, num_heads, mask=None):
     return helpers.combine_heads(out) @ w_o, weights
 
 
+def mha_not_scaled(x_q, x_kv, w_q, w_k, w_v, w_o, num_heads, mask=None):
+    q = helpers.split_heads(x_q @ w_q, num_heads)
+    k, v = helpers.split_heads(x_kv @ w_k, num_heads), helpers.split_heads(x_kv @ w_v, num_heads)
+    weights = helpers.masked_softmax(q @ np.swapaxes(k, -1, -2), mask)
+    return helpers.combine_heads(weights @ v) @ w_o, weights
+
+
+def mha_softmax_over_queries(x_q, x_kv, w_q, w_k, w_v, w_o, num_heads, mask=None):
+    q = helpers.split_heads(x_q @ w_q, num_heads)
+    k, v = helpers.split_heads(x_kv @ w_k, num_heads), helpers.split_heads(x_kv @ w_v, num_heads)
+    scores = q @ np.swapaxes(k, -1, -2) / np.sqrt(q.shape[-1])
+    if mask is not None:
+        scores = np.where(mask, scores, -np.inf)
+    weights = helpers.softmax(scores, axis=2)
+    return helpers.combine_heads(weights @ v) @ w_o, weights
+
+
+def mha_mask_inverted(x_q, x_kv, w_q, w_k, w_v, w_o, num_heads, mask=None):
+    q = helpers.split_heads(x_q @ w_q, num_heads)
+    k, v = helpers.split_heads(x_kv @ w_k, num_heads), helpers.split_heads(x_kv @ w_v, num_heads)
+    out, weights = helpers.scaled_dot_product_attention(q, k, v, None if mask is None else ~mask)
+    return helpers.combine_heads(out) @ w_o, weights
+
+
 MHA_WRONG = [
+    (mha_mask_inverted, "mask_inverted"),
+    (mha_not_scaled, "not_scaled"),
+    (mha_softmax_over_queries, "softmax_wrong_axis"),
     (mha_k_v_swapped, "k_v_swapped"),
     (mha_no_w_o, "no_output_projection"),
     (mha_scaled_by_d_model, "scaled_by_sqrt_d_model"),
@@ -470,7 +573,9 @@ PADDING_WRONG = [
     (lambda tokens, pad_id: (tokens != pad_id).astype(int)[:, None, None, :], "not_boolean"),
     (lambda tokens, pad_id: tokens != pad_id, "missing_singleton_axes"),
     (lambda tokens, pad_id: (tokens != pad_id)[:, None, :], "missing_singleton_axes"),
-    (lambda tokens, pad_id: (tokens != pad_id)[:, :, None, None], "mask_on_queries"),
+    (lambda tokens, pad_id: (tokens != pad_id)[:, None, :, None], "mask_on_queries"),
+    (lambda tokens, pad_id: (tokens != pad_id)[:, :, None, None], "wrong_axis_order"),
+    (lambda tokens, pad_id: (tokens > pad_id)[:, None, None, :], "greater_than_pad"),
     (lambda tokens, pad_id: (tokens != 0)[:, None, None, :], "compared_with_zero"),
     (lambda tokens, pad_id: np.ones_like(tokens, dtype=bool)[:, None, None, :], "all_true"),
 ]

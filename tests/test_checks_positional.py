@@ -109,6 +109,24 @@ def exponent_doubled(seq_length, embed_size):  # i already steps over the even c
     return m
 
 
+def sin_on_both(seq_length, embed_size):
+    m = np.zeros((seq_length, embed_size))
+    for pos in range(seq_length):
+        for i in range(0, embed_size, 2):
+            m[pos, i] = np.sin(pos / 10000 ** (i / embed_size))
+            m[pos, i + 1] = np.sin(pos / 10000 ** (i / embed_size))
+    return m
+
+
+def integer_division(seq_length, embed_size):  # i // embed_size is 0 for every column
+    m = np.zeros((seq_length, embed_size))
+    for pos in range(seq_length):
+        for i in range(0, embed_size, 2):
+            m[pos, i] = np.sin(pos / 10000 ** (i // embed_size))
+            m[pos, i + 1] = np.cos(pos / 10000 ** (i // embed_size))
+    return m
+
+
 def float32_torch(seq_length, embed_size):  # right, in torch's default dtype
     pos = torch.arange(seq_length, dtype=torch.float32)[:, None]
     freq = 10000 ** (-torch.arange(0, embed_size, 2, dtype=torch.float32) / embed_size)
@@ -131,11 +149,14 @@ POSITION_WRONG = [  # a student's wrong implementation -> the mistake code the c
     (base_1000, "wrong_base"),
     (own_column_index, "cos_own_index"),
     (multiplied, "multiplied"),
+    (sin_on_both, "same_function_twice"),
+    (integer_division, "exponent_zero"),
     (known("column_index_doubled"), "column_index_doubled"),
     (lambda s, e: reference_loop(s, e).T, "rows_columns_swapped"),
     (lambda s, e: np.zeros((s, e)), "all_zeros"),
     (lambda s, e: np.where(np.arange(e) < 2, reference_loop(s, e), 0.5), "later_columns_wrong"),
     (lambda s, e: reference_loop(s, e)[:, : e // 2], "wrong_shape"),
+    (lambda s, e: reference_loop(e, s), "wrong_shape"),  # (embed_size, seq_length), but not the transpose
     (lambda s, e: reference_loop(s, e) + 1e-3, None),  # not a known mistake: the first difference is named
 ]
 
@@ -334,6 +355,40 @@ def rope_in_place(x, positions):
     return x
 
 
+def rope_overwrites_before_use(x, positions):
+    """Into a new array, but the odd columns read the even ones it has just rotated."""
+    pos, two_i, _, _ = rope_parts(x, positions)
+    angles = pos / 10000 ** (two_i / x.shape[-1])
+    out = np.array(x, dtype=float)
+    out[..., 0::2] = out[..., 0::2] * np.cos(angles) - out[..., 1::2] * np.sin(angles)
+    out[..., 1::2] = out[..., 0::2] * np.sin(angles) + out[..., 1::2] * np.cos(angles)
+    return out
+
+
+_TABLE = {}
+
+
+def rope_table_of_64(x, positions):
+    """Right for positions below 64: the angles come from a table computed once for 64 positions."""
+    d = x.shape[-1]
+    if d not in _TABLE:
+        _TABLE[d] = np.arange(64)[:, None] / 10000 ** (np.arange(0, d, 2) / d)
+    angles = _TABLE[d][np.asarray(positions)]
+    out = np.array(x, dtype=float)
+    out[..., 0::2] = x[..., 0::2] * np.cos(angles) - x[..., 1::2] * np.sin(angles)
+    out[..., 1::2] = x[..., 0::2] * np.sin(angles) + x[..., 1::2] * np.cos(angles)
+    return out
+
+
+def test_a_rope_table_of_64_positions_is_not_told_about_leading_axes(capsys):
+    """Regression (issue 18): a table cached for 64 positions fails on position 100 of the batched case; it was
+    told it is "right for (L, d) but not for leading axes". It gets its own error, where it happened."""
+    verdict, line = run(helpers.check_apply_rope, rope_table_of_64, capsys)
+    assert verdict.mistake == "raised_error" and "IndexError" in line, line
+    verdict, line = run(helpers.check_apply_rope, lambda x, p: student_rope(x, np.asarray(p) % 64), capsys)
+    assert verdict.mistake is None and "differs from the reference" in line, line
+
+
 def rope_right_but_in_place(x, positions):
     x[...] = student_rope(x, positions)
     return x
@@ -352,6 +407,7 @@ ROPE_WRONG = [
     (lambda x, p: student_rope(x, p) if x.ndim == 2 else student_rope(x, p)[0], "leading_axes"),
     (rope_in_place, "modified_input"),
     (rope_right_but_in_place, "modified_input"),
+    (rope_overwrites_before_use, "overwritten_before_use"),
     (lambda x, p: student_rope(x, p) + 1e-3, None),  # not a known mistake: the first difference is named
     (lambda x, p: student_rope(x, p)[..., :-2], "wrong_shape"),
     (lambda x, p: None, "returned_none"),

@@ -2,6 +2,7 @@
 student-style wrong answer, and no code fires for an unrelated wrong answer."""
 
 import pytest
+import torch
 
 from helpers import check_train_step
 from helpers.checks import EXERCISES
@@ -40,6 +41,27 @@ def doubled_lr(model, src, tgt, optimizer, scheduler, loss_fn):  # unrelated wro
     return loss.item()
 
 
+def shift_the_other_way(model, src, tgt, optimizer, scheduler, loss_fn):
+    model.train()
+    optimizer.zero_grad()
+    loss = loss_fn(model(src, tgt[:, 1:]), tgt[:, :-1])
+    loss.backward()
+    optimizer.step()
+    scheduler.step()
+    return loss.item()
+
+
+def with_gradient_clipping(model, src, tgt, optimizer, scheduler, loss_fn):
+    model.train()
+    optimizer.zero_grad()
+    loss = loss_fn(model(src, tgt[:, :-1]), tgt[:, 1:])
+    loss.backward()
+    torch.nn.utils.clip_grad_norm_(model.parameters(), max_norm=1.0)
+    optimizer.step()
+    scheduler.step()
+    return loss.item()
+
+
 def stub(model, src, tgt, optimizer, scheduler, loss_fn):
     raise NotImplementedError()
 
@@ -51,9 +73,16 @@ def test_reference_and_student_style_pass():
 
 @pytest.mark.parametrize("code", sorted(module.WRONG_STEPS))
 def test_each_wrong_step_is_named(code):
-    for wrong in module.WRONG_STEPS[code]:
+    for wrong in module.WRONG_STEPS[code][:2]:  # (the clipping's other norms are the same step)
         verdict = check_train_step(wrong)
         assert not verdict and verdict.mistake == code, (code, str(verdict))
+
+
+@pytest.mark.parametrize("wrong, code", [(shift_the_other_way, "shift_reversed"),
+                                         (with_gradient_clipping, "gradient_clipped")])
+def test_student_style_steps_are_named(wrong, code):
+    verdict = check_train_step(wrong)
+    assert not verdict and verdict.mistake == code, str(verdict)
 
 
 def test_loss_tensor_is_named():

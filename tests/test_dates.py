@@ -71,7 +71,18 @@ def test_targets_are_iso_dates_of_the_sources(small):
 def test_sources_stay_in_the_vocabulary(small):
     used = set("".join(s for s, _ in small.train))
     assert used <= set(SOURCE_CHARS)
-    assert len(SOURCE_VOCAB) == 75 and len(TARGET_VOCAB) == 14
+    assert len(SOURCE_VOCAB) == 83 and len(TARGET_VOCAB) == 14
+
+
+def test_every_language_of_the_course_writes_dates_and_every_weekday_and_month_fits_the_vocabulary():
+    """The model reads the dates of every edition: English, Spanish, Brazilian Portuguese, Vietnamese."""
+    assert {language for _, language, _ in FORMATS} == {"en", "es", "pt", "vi", "numeric"}
+    days = [dt.date(2026, month, day) for month in range(1, 13) for day in (1, 2, 3, 4, 5, 6, 7)]
+    for index in range(len(FORMATS)):
+        for date in days:
+            assert set(format_date(date, index)) <= set(SOURCE_CHARS), format_date(date, index)
+    assert format_date(dt.date(2026, 11, 21), "sábado, 21 de novembro de 2026") == "sábado, 21 de novembro de 2026"
+    assert format_date(dt.date(2026, 3, 2), "Thứ Bảy, ngày 21 tháng 11 năm 2026") == "Thứ Hai, ngày 2 tháng 3 năm 2026"
 
 
 def test_vocabulary_round_trip_and_unknown_characters():

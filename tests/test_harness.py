@@ -117,7 +117,9 @@ def _right_softmax(x, axis=-1):
     (lambda x, axis=-1: _right_softmax(x, axis) + 1j, "complex_values"),
     (lambda x, axis=-1: _right_softmax(x, axis).astype(str), "not_numbers"),
     (lambda x, axis=-1: _right_softmax(x, axis).astype(str).astype(object), "not_numbers"),
-], ids=["plus_1j", "strings", "object_strings"])
+    (lambda x, axis=-1: _right_softmax(x, axis).astype(object), "not_numbers"),  # the right floats, as objects
+    (lambda x, axis=-1: np.array(_right_softmax(x, axis).tolist(), dtype=object), "not_numbers"),
+], ids=["plus_1j", "strings", "object_strings", "object_floats", "object_lists"])
 def test_complex_and_text_answers_fail_with_their_own_code(wrong, code):
     from helpers.checks import check_softmax
     verdict = check_softmax(wrong)
@@ -148,3 +150,9 @@ def test_sys_exit_in_student_code_is_a_one_line_fail_and_keyboard_interrupt_stil
 def test_real_answers_are_not_told_complex_or_not_numbers(right):
     from helpers.checks import check_softmax
     assert check_softmax(right).status == "pass"
+
+
+def test_an_object_array_is_told_it_holds_objects():
+    from helpers.checks import check_softmax
+    verdict = check_softmax(lambda x, axis=-1: _right_softmax(x, axis).astype(object))
+    assert "dtype object" in verdict.message and "text" not in verdict.message, verdict

@@ -193,7 +193,7 @@ def test_a_missing_translation_falls_back_to_the_english(monkeypatch):
 
 # ---------------------------------------------------------------------------------------------- (4)
 def test_an_unknown_language_is_refused_naming_the_argument():
-    with pytest.raises(ValueError, match=r"language must be one of 'en', 'es', got 'fr'"):
+    with pytest.raises(ValueError, match=r"language must be one of 'en', 'es', 'pt', 'vi', got 'fr'"):
         set_language("fr")
     assert i18n.get_language() == "en"
 

@@ -103,7 +103,7 @@ def course(tmp_path_factory):
     autograde = _nbgrader(root, "autograde", ASSIGNMENT)  # every student of submitted/ in one run
 
     spanish_source = root / "source" / SPANISH  # the Spanish edition, one submission
-    shutil.copytree(ROOT / "es" / "solutions", spanish_source)
+    shutil.copytree(ROOT / "editions" / "es" / "solutions", spanish_source)
     _nbgrader(root, "generate_assignment", SPANISH)
     spanish = nbformat.read(spanish_source / f"{NOTEBOOK_01}.ipynb", as_version=4)
     _swap_sin_and_cos(spanish)

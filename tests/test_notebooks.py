@@ -1,6 +1,6 @@
-"""Every notebook follows the course's layout: numbered sections, exercises with a time budget and
-two collapsed hints (the idea, then a code fragment that is not the whole solution), and no
-reference to material a student does not have."""
+"""Every notebook follows the course's layout: numbered sections, exercises with a time budget, the
+things off limits in each, and two collapsed hints (the idea, then the structure with the expressions
+left to the student: no line of the solution), and no reference to material a student does not have."""
 
 import re
 
@@ -12,6 +12,7 @@ from helpers.checks import exercises_in
 from conftest import ROOT, SOLUTIONS
 
 NOTEBOOKS = [path.stem for path in SOLUTIONS]
+CONTROL_ONLY = re.compile(r"(else|try|finally):|break|continue|pass")  # a line with no expression to give away
 
 
 def _cells(notebook_name):
@@ -28,14 +29,55 @@ def test_each_exercise_has_a_heading_a_time_budget_and_two_hints(notebook_name):
         hints, task = cells[answer - 1], cells[answer - 2]
         assert hints.cell_type == "markdown" and task.cell_type == "markdown"
         assert re.fullmatch(r"<details><summary>Hint 1: the idea</summary>.+</details>\s*"
-                            r"<details><summary>Hint 2: the (code|structure)</summary>.*`[^`]+`.*</details>",
+                            r"<details><summary>Hint 2: the structure</summary>.*`[^`]+`.*</details>",
                             hints.source, re.S), f"{exercise.name}: two hints, the idea then a code fragment"
         assert re.search(rf"## Exercise {number}: `{exercise.defines}(\.\w+)?`", task.source), exercise.name
         budget = r"\*About \d+( to \d+)? lines?( in [a-z ]+)?\. About \d+ minutes\. Difficulty: [a-z]+"
         assert re.search(budget, task.source), f"{exercise.name}: *About N lines. About M minutes. Difficulty: X.*"
-        solution = [line.strip() for line in cells[answer].source.split("# BEGIN SOLUTION")[1]
-                    .split("# END SOLUTION")[0].splitlines() if line.strip()]
-        assert not all(line in hints.source for line in solution), f"{exercise.name}: hint 2 gives the whole solution"
+        hint2 = hints.source[hints.source.index("Hint 2"):]
+        for line in solution_lines(cells[answer].source):
+            assert line not in hint2, f"{exercise.name}: hint 2 gives a line of the solution: {line!r}"
+
+
+def solution_lines(source):
+    """The lines between every # BEGIN SOLUTION and its # END SOLUTION, stripped, without their comments
+    (and without the lines that hold no expression, such as `else:`)."""
+    lines = []
+    for region in source.split("# BEGIN SOLUTION")[1:]:
+        for line in region.split("# END SOLUTION")[0].splitlines():
+            code = line.split("  #")[0].strip()
+            if code and not code.startswith("#") and not CONTROL_ONLY.fullmatch(code):
+                lines.append(code)
+    return lines
+
+
+def spellings(dotted):
+    """How a notebook writes an off-limits name of the registry: "helpers.positional.positional_encoding" as
+    `helpers.positional_encoding`, "torch.nn.functional.layer_norm" as `F.layer_norm`, ...; and the keyword of a
+    "function:keyword" entry ("label_smoothing" of "torch.nn.functional.cross_entropy:label_smoothing")."""
+    name, _, keyword = dotted.partition(":")
+    last = name.rsplit(".", 1)[-1]
+    short = {"helpers.": f"helpers.{last}", "torch.nn.functional.": f"F.{last}", "torch.Tensor.": f"Tensor.{last}",
+             "torch.nn.": f"nn.{last}"}
+    forms = {name} | {form for prefix, form in short.items() if name.startswith(prefix)}
+    return sorted(forms), keyword
+
+
+@pytest.mark.parametrize("notebook_name", NOTEBOOKS)
+def test_each_exercise_names_everything_off_limits_in_it(notebook_name):
+    """Every name of an exercise's @exercise(off_limits=...) appears in its task cell, in backticks, in a sentence
+    that starts "Off limits in this exercise" (the registry is the source: a name added there must be named here)."""
+    cells = _cells(notebook_name)
+    for exercise in exercises_in(notebook_name):
+        answer = next(i for i, c in enumerate(cells) if c.cell_type == "code"
+                      and c.source.startswith((f"def {exercise.defines}(", f"class {exercise.defines}(")))
+        task = cells[answer - 2].source
+        if exercise.off_limits:
+            assert "Off limits in this exercise (the check refuses" in task, exercise.name
+        for dotted in exercise.off_limits:
+            forms, keyword = spellings(dotted)
+            assert any(f"`{form}`" in task for form in forms), f"{exercise.name}: name {' or '.join(forms)}"
+            assert not keyword or f"`{keyword}=`" in task, f"{exercise.name}: name the argument {keyword}="
 
 
 @pytest.mark.parametrize("notebook_name", NOTEBOOKS)

@@ -1,53 +1,225 @@
-"""The instructor's report (course_tools/report.py, `tfs-grade --report`): one self-contained page."""
+"""The instructor's report (course_tools/report.py, `tfs-grade FOLDER --report`): one self-contained page.
+tests/test_browser.py opens it in Chromium, and runs `tfs-grade FOLDER --report` end to end."""
 
+import json
+import os
 import re
+from datetime import datetime
+from pathlib import Path
 
 import pytest
 
-from course_tools.report import render, write_report
+import helpers.i18n as i18n
+from course_tools.grade import grade_all
+from course_tools.report import COLOURS, render, skipped_files, write_report
+from helpers.checks import EXERCISES
 
+NB01 = "01_positional_encoding"
 REPORTS = [
-    {"notebook": "subs/alice/01_positional_encoding.ipynb", "passed": 1, "total": 3, "exercises": [
+    {"notebook": f"subs/alice/{NB01}.ipynb", "passed": 1, "total": 3, "exercises": [
         {"name": "create_position_matrix", "status": "pass", "mistake": None, "message": "correct!"},
-        {"name": "rotation_matrix", "status": "fail", "mistake": "transposed", "message": "transposed"},
+        {"name": "rotation_matrix", "status": "fail", "mistake": "i_for_2i", "message": "alice's i for 2i"},
         {"name": "apply_rope", "status": "todo", "mistake": None, "message": "not implemented yet"}]},
-    {"notebook": "subs/bob/01_positional_encoding.ipynb", "passed": 0, "total": 3, "exercises": [
-        {"name": "create_position_matrix", "status": "fail", "mistake": "sin_cos_swapped", "message": "swapped"},
-        {"name": "rotation_matrix", "status": "fail", "mistake": "transposed", "message": "transposed"},
-        {"name": "apply_rope", "status": "fail", "mistake": None, "message": "differs"}]},
-    {"notebook": "subs/carol/oops.ipynb", "error": "cannot read subs/carol/oops.ipynb: it is JSON but not a notebook"},
+    {"notebook": f"subs/bob/{NB01}.ipynb", "passed": 0, "total": 3, "exercises": [
+        {"name": "create_position_matrix", "status": "fail", "mistake": "sin_cos_swapped", "message": "bob swapped"},
+        {"name": "rotation_matrix", "status": "fail", "mistake": "i_for_2i", "message": "bob's i for 2i"},
+        {"name": "apply_rope", "status": "fail", "mistake": None, "message": "differs at [0, 1]"}]},
+    {"notebook": "subs/carol/oops.ipynb",
+     "error": "cannot read subs/carol/oops.ipynb: it is JSON but not a Jupyter notebook (no list of cells)"},
 ]
+WHEN = datetime(2026, 3, 14, 9, 26)
+
+
+def hint_text(exercise: str, code: str) -> str:
+    """A hint as the page shows it: {fields} as …, `code spans` without their backticks."""
+    return re.sub(r"\{\w+\}", "…", EXERCISES[exercise].mistakes[code]).replace("`", "")
+
+
+def section(page: str, ident: str) -> str:
+    start = page.index(f'id="{ident}"')
+    return page[start:page.index("</table>", start)]
 
 
 def test_the_page_is_self_contained():
-    page = render(REPORTS, language="en")
-    assert not re.search(r"""(src|href)\s*=\s*["']?(https?:|//)""", page), "no external script, style or image"
-    assert "<script" not in page and "<link" not in page
-    assert page.count("<svg") == 3 + 1, "a bar per exercise, and the chart of mistakes"
+    page = render(REPORTS, language="en", now=WHEN)
+    links = re.findall(r"""\b(?:src|href)\s*=\s*["']?([^"'\s>]*)""", page, re.IGNORECASE)
+    links += re.findall(r"""url\(\s*["']?([^"')]*)""", page, re.IGNORECASE)
+    assert links and all(link.startswith(("data:", "#")) for link in links), links
+    assert "<script" not in page and "<link" not in page and "@import" not in page and "<img" not in page
+    anchors = set(re.findall(r'\bid="([^"]+)"', page))
+    assert {link[1:] for link in links if link.startswith("#")} <= anchors, "every in-page link has its target"
 
 
-def test_counts_per_exercise_and_mistakes_most_frequent_first():
-    page = render(REPORTS, language="en")
+def test_a_self_containment_check_that_rejects_a_relative_image():
+    page = render(REPORTS, language="en", now=WHEN).replace("</body>", '<img src="chart.png"></body>')
+    links = re.findall(r"""\b(?:src|href)\s*=\s*["']?([^"'\s>]*)""", page, re.IGNORECASE)
+    assert "chart.png" in links and not all(link.startswith(("data:", "#")) for link in links)
+
+
+def test_the_header_says_when_what_and_how_well():
+    page = render(REPORTS, language="en", roots=[Path("subs")], now=WHEN)
+    assert "2026-03-14 09:26" in page and str(Path("subs").resolve()) in page
+    summary = page[page.index('id="summary"'):page.index("</p>", page.index('id="summary"'))]
+    assert "1 of 6 exercises passed (17%)" in summary
+    assert "2 notebooks graded · 2 students · 1 file could not be graded · 0 files skipped (not .ipynb)" in summary
+
+
+def test_counts_per_exercise_grouped_by_notebook():
+    page = render(REPORTS, language="en", now=WHEN)
+    table = section(page, "exercises")
+    assert f'<th colspan="5" class="code">{NB01}</th>' in table
     rows = re.findall(r'<tr><td class="code">(\w+)</td><td class="num">(\d+)</td><td class="num">(\d+)</td>'
-                      r'<td class="num">(\d+)</td>', page)
+                      r'<td class="num">(\d+)</td>', table)
     assert rows == [("create_position_matrix", "1", "1", "0"), ("rotation_matrix", "0", "2", "0"),
                     ("apply_rope", "0", "1", "1")]
-    chart = page[page.index('<svg id="mistake-chart"'):]
-    assert chart.index("rotation_matrix · transposed") < chart.index("create_position_matrix · sin_cos_swapped")
-    assert "you put cos on the even columns" in page, "each mistake with the hint students read"
-    assert "(unrecognised)" in page
+    assert table.count('<svg class="bar"') == 3 and table.count("<rect") == 5
 
 
-def test_the_student_table_and_the_notebooks_not_graded():
-    page = render(REPORTS, language="en")
-    students = page[page.index('<table id="students"'):page.index("</table>", page.index('<table id="students"'))]
-    assert students.count("<tr>") == 3, "a header and one row per graded notebook"
-    assert '<td class="fail" title="swapped">sin_cos_swapped</td>' in students
-    assert 'id="ungraded"' in page and "it is JSON but not a notebook" in page
+def test_mistakes_numbered_most_frequent_first_with_their_hints():
+    page = render(REPORTS, language="en", now=WHEN)
+    chart = page[page.index('<svg id="mistake-chart"'):page.index("</svg>", page.index('<svg id="mistake-chart"'))]
+    labels = re.findall(r'class="label">([^<]+)<', chart)
+    assert labels == ["1. rotation_matrix · i_for_2i", "2. create_position_matrix · sin_cos_swapped",
+                      "3. apply_rope · (unrecognised)"]
+    assert chart.count('class="mistake-bar"') == 3 and ">students</text>" in chart, "bars and the axis's title"
+    hints = section(page, "hints")
+    assert hints.count('<tr id="mistake-') == 3
+    assert hint_text("rotation_matrix", "i_for_2i") in hints
+    assert hint_text("create_position_matrix", "sin_cos_swapped") in hints
+    assert "failed without naming a known mistake" in hints
+
+
+def test_a_hint_with_fields_and_code_spans_reads_as_text():
+    declared = {(name, code): text for name, e in EXERCISES.items() for code, text in e.mistakes.items()}
+    (exercise, code), text = next(((key, t) for key, t in declared.items() if "{" in t and "`" in t))
+    report = {"notebook": f"x/{EXERCISES[exercise].notebook}.ipynb", "passed": 0, "total": 1, "exercises": [
+        {"name": exercise, "status": "fail", "mistake": code, "message": "m"}]}
+    hints = section(render([report], language="en", now=WHEN), "hints")
+    assert "{" not in hints and "`" not in hints and "<code>" in hints and "…" in hints
+
+
+def test_the_student_table_sorted_by_score_with_symbols_and_mistake_numbers():
+    page = render(REPORTS, language="en", roots=[Path("subs")], now=WHEN)
+    students = section(page, "students")
+    names = re.findall(r'<tr class="student"><td class="code sticky">(?:<a [^>]+>)?([^<]+)<', students)
+    assert names == ["alice", "bob"], "relative to the graded folder, the most exercises passed first"
+    assert str(Path("subs").resolve()) not in students
+    assert '<td class="cell pass" title="correct!">✓</td>' in students
+    assert '<td class="cell todo" title="not implemented yet">–</td>' in students
+    assert ('<td class="cell fail" title="sin_cos_swapped: bob swapped"><a href="#mistake-2">✗<sup>2</sup></a>'
+            in students)
+    assert '<th colspan="3" class="nb">01 positional encoding</th>' in students
+    assert re.search(r'<td class="num">1/3</td></tr>.*<td class="num">0/3</td></tr>', students, re.DOTALL)
+
+
+def test_each_failed_checks_message_is_printed_not_only_hovered():
+    messages = section(render(REPORTS, language="en", now=WHEN), "messages")
+    for text in ("alice&#x27;s i for 2i", "bob swapped", "bob&#x27;s i for 2i", "differs at [0, 1]"):
+        assert f"<td>{text}</td>" in messages
+
+
+def test_a_students_notebooks_share_a_row():
+    def one(path, name, status):
+        return {"notebook": path, "passed": int(status == "pass"), "total": 1,
+                "exercises": [{"name": name, "status": status, "mistake": None, "message": ""}]}
+
+    reports = [one("c/ana/01_positional_encoding.ipynb", "create_position_matrix", "pass"),
+               one("c/ana_02_attention.ipynb", "softmax", "pass"),
+               one("c/ben_01_positional_encoding.ipynb", "create_position_matrix", "todo"),
+               one("c/ben_old_01_positional_encoding.ipynb", "create_position_matrix", "todo"),
+               one("c/cy/01_positional_encoding.ipynb", "create_position_matrix", "todo"),
+               one("c/cy/cy_01_positional_encoding.ipynb", "create_position_matrix", "pass")]
+    students = section(render(reports, language="en", roots=[Path("c")], now=WHEN), "students")
+    names = re.findall(r'<tr class="student"><td class="code sticky">([^<]+)<', students)
+    assert names == ["ana", "cy/cy", "ben", "ben_old", "cy"]
+    assert '<td class="cell none"></td>' in students, "ben handed in no notebook 02"
+
+
+def test_the_files_not_graded_and_the_files_skipped(tmp_path):
+    folder = tmp_path / "subs"
+    (folder / "ana" / ".ipynb_checkpoints").mkdir(parents=True)
+    (folder / "ana" / ".ipynb_checkpoints" / "x-checkpoint.json").write_text("{}")
+    (folder / ".DS_Store").write_text("")
+    (folder / "ana" / "notes.txt").write_text("")
+    (folder / "stray.json").write_text("{}")
+    assert [p.relative_to(folder).as_posix() for p in skipped_files([folder])] == ["ana/notes.txt", "stray.json"]
+    broken = folder / "ana" / f"{NB01}.ipynb"
+    broken.write_text("[]")
+    page = render([{"notebook": str(broken), "error": f"cannot read {broken}: it is JSON but not a Jupyter notebook "
+                                                      "(no list of cells)"}], language="en", roots=[folder], now=WHEN)
+    ungraded = section(page, "ungraded")
+    assert f'<td class="code">ana/{NB01}.ipynb</td>' in ungraded and str(folder) not in ungraded
+    assert "it is JSON, but not a Jupyter notebook" in ungraded
+    skipped = page[page.index('id="skipped"'):page.index("</ul>", page.index('id="skipped"'))]
+    assert '<li class="code">ana/notes.txt</li><li class="code">stray.json</li>' in skipped
+
+
+def test_every_reason_the_grader_gives_is_known_to_the_report(tmp_path, monkeypatch):
+    """Each file the grader cannot grade gets a reason through tr() (here a fake Spanish catalog), not the
+    grader's English sentence."""
+    (tmp_path / "empty").mkdir()
+    files = {"not_json.ipynb": "{", "no_cells.ipynb": "[]", "binary.ipynb": b"\xff\xfe\x00",
+             "old.ipynb": json.dumps({"cells": [], "nbformat": 3, "metadata": {}}),
+             "unknown.ipynb": json.dumps({"cells": [{"cell_type": "code", "source": "x = 1", "metadata": {}, "id": "a",
+                                                     "outputs": [], "execution_count": None}],
+                                          "metadata": {}, "nbformat": 4, "nbformat_minor": 5})}
+    for name, text in files.items():
+        (tmp_path / name).write_bytes(text if isinstance(text, bytes) else text.encode())
+    reports = grade_all(sorted(tmp_path.glob("*.ipynb")) + [tmp_path / "empty"])
+    assert all("error" in r for r in reports), reports
+    keys = ("reason_empty_folder", "reason_not_notebook", "reason_not_json", "reason_old_format",
+            "reason_not_course", "reason_unreadable")
+    catalog = {f"report:{k}": (msgid, f"RAZÓN-{k}") for k, msgid in _english_of(keys).items()}
+    monkeypatch.setitem(i18n._catalogs, "es", catalog)
+    ungraded = section(render(reports, language="es", roots=[tmp_path], now=WHEN), "ungraded")
+    reasons = re.findall(r'</td><td>([^<]*)</td></tr>', ungraded)
+    assert len(reasons) == len(files) + 1 and all(r.startswith("RAZÓN-") for r in reasons), reasons
+    assert len(set(reasons)) == 6, "each kind of file its own reason"
+
+
+def _english_of(keys) -> dict[str, str]:
+    """The English text of report:<key> tr() calls in course_tools/report.py (templates, as written)."""
+    import ast
+
+    source = (Path(__file__).resolve().parent.parent / "course_tools" / "report.py").read_text()
+    found = {}
+    for node in ast.walk(ast.parse(source)):
+        if (isinstance(node, ast.Call) and getattr(node.func, "id", None) == "tr" and len(node.args) >= 2
+                and all(isinstance(a, ast.Constant) for a in node.args[:2])):
+            found[node.args[0].value.removeprefix("report:")] = node.args[1].value
+    return {k: found[k] for k in keys}
+
+
+def test_counts_take_the_plural_the_language_needs(monkeypatch):
+    one = render([REPORTS[2]], language="en", now=WHEN)
+    assert "0 notebooks graded · 0 students · 1 file could not be graded" in one
+    keys = ("graded_one", "graded_other", "ungraded_one", "ungraded_other", "students_one", "students_other")
+    fake = {"graded_one": "{n} notebook calificado", "graded_other": "{n} notebooks calificados",
+            "ungraded_one": "{n} no se pudo calificar", "ungraded_other": "{n} no se pudieron calificar",
+            "students_one": "{n} estudiante", "students_other": "{n} estudiantes"}
+    monkeypatch.setitem(i18n._catalogs, "es", {f"report:{k}": (e, fake[k]) for k, e in _english_of(keys).items()})
+    page = render(REPORTS, language="es", now=WHEN)
+    assert "2 notebooks calificados · 2 estudiantes · 1 no se pudo calificar" in page
+    assert "1 no se pudieron" not in page
+
+
+def test_the_palette_is_readable():
+    """Each status's ink on its cell and on white: at least 4.5:1 (WCAG AA)."""
+    def luminance(colour):
+        channels = [int(colour[i:i + 2], 16) / 255 for i in (1, 3, 5)]
+        r, g, b = [c / 12.92 if c <= 0.03928 else ((c + 0.055) / 1.055) ** 2.4 for c in channels]
+        return 0.2126 * r + 0.7152 * g + 0.0722 * b
+
+    def contrast(a, b):
+        high, low = sorted((luminance(a), luminance(b)), reverse=True)
+        return (high + 0.05) / (low + 0.05)
+
+    for status, (background, ink) in COLOURS.items():
+        assert contrast(ink, background) >= 4.5 and contrast(ink, "#ffffff") >= 4.5, status
 
 
 def test_the_page_speaks_the_language_of_the_edition():
-    page = render(REPORTS, language="es")
+    page = render(REPORTS, language="es", now=WHEN)
     assert 'lang="es"' in page and "Reporte de calificaciones" in page
     assert "pusiste cos en las columnas pares" in page
 
@@ -68,3 +240,9 @@ def test_written_whole_or_not_at_all(tmp_path, monkeypatch):
     monkeypatch.undo()
     write_report(REPORTS, target)
     assert target.read_text().startswith("<!DOCTYPE html>")
+    umask = os.umask(0o022)
+    try:
+        write_report(REPORTS, target)
+    finally:
+        os.umask(umask)
+    assert target.stat().st_mode & 0o777 == 0o644, "readable by others, as the umask allows (not mkstemp's 0600)"

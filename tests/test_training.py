@@ -93,6 +93,58 @@ def test_callback_can_stop_training(tiny_data):
     assert calls == [2, 4] and len(history.loss) == 4
 
 
+def test_the_validation_exact_match_is_recorded_and_changes_no_weight(tiny_data):
+    config = TrainConfig(**{**TINY.to_dict(), "steps": 6})
+    plain = build_model(config)
+    train_model(plain, ShuffledBatches(tiny_data.train, 32), config, device="cpu", progress=False)
+    measured = build_model(config)
+    history = train_model(measured, ShuffledBatches(tiny_data.train, 32), config, device="cpu", progress=False,
+                          valid=tiny_data.valid[:8], valid_every=2)
+    assert history.valid_step == [2, 4, 6] and len(history.valid_exact_match) == 3
+    assert all(0.0 <= share <= 1.0 for share in history.valid_exact_match)
+    for a, b in zip(plain.state_dict().values(), measured.state_dict().values()):
+        assert torch.equal(a, b)  # evaluation in eval mode, without gradients: the same weights
+    assert build_model(config).training and not measured.training
+
+
+def test_train_or_load_stores_the_validation_curve(tiny_data, tmp_path, monkeypatch):
+    from helpers.checkpoints import VALID_EVERY
+
+    monkeypatch.setenv("TFS_CACHE_DIR", str(tmp_path))
+    config = TrainConfig(**{**TINY.to_dict(), "steps": VALID_EVERY})
+    first = train_or_load(config, tiny_data, device="cpu", progress=False)
+    again = train_or_load(config, tiny_data, device="cpu", progress=False)
+    assert first.history.valid_step == again.history.valid_step == [VALID_EVERY]
+    assert again.history.valid_exact_match == first.history.valid_exact_match
+
+
+def test_percent_never_rounds_to_100_while_answers_are_wrong():
+    from helpers.decoding import percent
+
+    assert percent(1998, 2000) == "99.90%" and percent(2000, 2000) == "100.00%" and percent(0, 7) == "0.00%"
+    assert percent(19_999, 20_000) == "99.99%" and percent(1, 30_000) == "0.01%"
+    for bad in ((3, 2), (1, 0), (-1, 5), (1.5, 2), (True, 2)):
+        with pytest.raises(ValueError):
+            percent(*bad)
+
+
+def test_the_positional_encoding_is_computed_by_the_function_given():
+    from helpers.positional import PositionalEncoding, positional_encoding
+
+    def loops(seq_length, embed_size):  # a student's create_position_matrix, as nested lists
+        return [[(math.sin if column % 2 == 0 else math.cos)(pos / 10000 ** ((column - column % 2) / embed_size))
+                 for column in range(embed_size)] for pos in range(seq_length)]
+
+    assert PositionalEncoding(8, 10, 0.0).encoding is positional_encoding
+    given = PositionalEncoding(8, 10, 0.0, encoding=lambda n, d: torch.from_numpy(positional_encoding(n, d)))
+    torch.testing.assert_close(given.pe, PositionalEncoding(8, 10, 0.0).pe)
+    torch.testing.assert_close(PositionalEncoding(8, 10, 0.0, encoding=loops).pe, given.pe)
+    with pytest.raises(ValueError, match="shape"):
+        PositionalEncoding(8, 10, 0.0, encoding=lambda n, d: positional_encoding(d, n))
+    with pytest.raises(TypeError, match="function"):
+        PositionalEncoding(8, 10, 0.0, encoding="sinusoidal")
+
+
 def test_predict_and_exact_match_run(tiny_data):
     model = build_model(TINY).eval()
     out = predict(model, ["21 November 2026", "1/2/2003"])

@@ -43,6 +43,9 @@ LR_WRONG = {
     "no_warmup": lambda step, d_model, warmup: d_model ** -0.5 * step ** -0.5,
     "power_precedence": lambda step, d_model, warmup: d_model ** -1/2 * min(step ** -1/2, step * warmup ** -3/2),
     "d_model_warmup_swapped": lambda step, d_model, warmup: warmup ** -0.5 * min(step ** -0.5, step * d_model ** -1.5),
+    "d_model_factor_inverted": lambda step, d_model, warmup: math.sqrt(d_model) * min(1 / math.sqrt(step),
+                                                                                    step / warmup ** 1.5),
+    "warmup_without_step": lambda step, d_model, warmup: d_model ** -0.5 * min(step ** -0.5, warmup ** -1.5),
     # a one-element array: np.minimum of [a] and [b]
     "not_a_number": lambda step, d_model, warmup: np.power(d_model, -0.5) * np.minimum([step ** -0.5],
                                                                                       [step * warmup ** -1.5]),
@@ -194,6 +197,8 @@ LOSS_WRONG = [
     ("wrong_gradients", lambda self, logits, target: masked_mean(self, per_position_detached(self, logits, target),
                                                                  target)),
     ("changes_input", shifted_in_place),
+    ("sign_flipped", lambda self, logits, target: masked_mean(self, (smoothed_target(self, logits, target)
+                                                                     * torch.log_softmax(logits, -1)).sum(-1), target)),
 ]
 
 

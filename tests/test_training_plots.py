@@ -40,3 +40,16 @@ def test_other_curves_get_a_plain_title(lr):
     """Constant, only rising, only falling, or up and down again: no warm-up-then-decay claim."""
     ax_lr, _ = plot_history(history_of(lr)).axes
     assert ax_lr.get_title() == "Learning rate of each step"
+
+
+def test_the_validation_exact_match_is_drawn_beside_the_loss():
+    config = TrainConfig(d_model=64, num_heads=4, num_layers=2, d_ff=256, steps=600, warmup=200, cooldown=0.4)
+    history = history_of(scheduled_lr(s, config) for s in range(1, 601))
+    history.valid_step, history.valid_exact_match = [100, 200, 300], [0.5, 0.9, 0.995]
+    fig = plot_history(history, vocab_size=14)
+    assert len(fig.axes) == 3
+    ax_valid = fig.axes[2]
+    assert ax_valid.get_title() == "Exact match on the validation dates"
+    curve = ax_valid.get_lines()[0]
+    assert list(curve.get_xdata()) == [100, 200, 300] and list(curve.get_ydata()) == pytest.approx([50, 90, 99.5])
+    assert len(plot_history(history_of([1e-3] * 5)).axes) == 2  # no validation recorded: two panels

@@ -16,15 +16,15 @@ LANGUAGE = "es"
 
 @pytest.fixture
 def root(tmp_path, monkeypatch):
-    """A temporary copy of the repository's English solutions, i18n/ and es/ (as tests/test_i18n.py makes)."""
-    for folder in ("solutions", "i18n", LANGUAGE, "helpers", "course_tools"):
+    """A temporary copy of the repository's English solutions and editions/ (as tests/test_i18n.py makes)."""
+    for folder in ("solutions", "editions", "helpers", "course_tools"):
         shutil.copytree(ROOT / folder, tmp_path / folder, ignore=shutil.ignore_patterns("__pycache__"))
     monkeypatch.setattr(translate, "ROOT", tmp_path)
     return tmp_path
 
 
 def _snapshot(root):
-    return {p: p.read_bytes() for p in sorted((root / LANGUAGE).rglob("*")) if p.is_file()}
+    return {p: p.read_bytes() for p in sorted((root / "editions").rglob("*.ipynb"))}  # the built notebooks
 
 
 def _edit_line(path, find, change):
@@ -44,21 +44,21 @@ def _run(command, capsys):
 
 @pytest.mark.parametrize("command", ["build", "check", "extract"])
 def test_a_string_missing_its_closing_quote_leaves_es_untouched(root, capsys, command):
-    po = root / "i18n" / LANGUAGE / "03_multi_head_attention.po"
+    po = root / "editions" / LANGUAGE / "po" / "03_multi_head_attention.po"
     before = _snapshot(root)
-    po_before = {p: p.read_bytes() for p in (root / "i18n" / LANGUAGE).glob("*.po") if p != po}
+    po_before = {p: p.read_bytes() for p in (root / "editions" / LANGUAGE / "po").glob("*.po") if p != po}
     line = _edit_line(po, 'msgstr "', lambda text: text.rstrip('"') if text != 'msgstr ""' else 'msgstr "abc')
     status, out = _run(command, capsys)
     assert status == 2
-    assert f"i18n/{LANGUAGE}/03_multi_head_attention.po:{line}: msgstr is not followed by one well-formed string" \
-        in out.err
+    assert f"editions/{LANGUAGE}/po/03_multi_head_attention.po:{line}: msgstr is not followed by one well-formed " \
+        "string" in out.err
     assert "Traceback" not in out.err and "nothing was written" in out.err
-    assert _snapshot(root) == before, "es/ is untouched"
+    assert _snapshot(root) == before, "editions/ is untouched"
     assert {p: p.read_bytes() for p in po_before} == po_before, "no .po file is rewritten"
 
 
 def test_a_continuation_line_missing_its_closing_quote_is_caught(root, capsys):
-    po = root / "i18n" / LANGUAGE / "03_multi_head_attention.po"
+    po = root / "editions" / LANGUAGE / "po" / "03_multi_head_attention.po"
     before = _snapshot(root)
     line = _edit_line(po, '"', lambda text: text[:-1])
     status, out = _run("build", capsys)
@@ -67,37 +67,38 @@ def test_a_continuation_line_missing_its_closing_quote_is_caught(root, capsys):
 
 
 def test_a_stray_line_is_file_and_line_not_a_traceback(root, capsys):
-    po = root / "i18n" / LANGUAGE / "02_attention.po"
+    po = root / "editions" / LANGUAGE / "po" / "02_attention.po"
     before = _snapshot(root)
     line = _edit_line(po, "msgctxt", lambda text: "oops, a stray line\n" + text)
     status, out = _run("build", capsys)
     assert status == 2 and "Traceback" not in out.err
-    assert f"i18n/{LANGUAGE}/02_attention.po:{line}: a stray line" in out.err
+    assert f"editions/{LANGUAGE}/po/02_attention.po:{line}: a stray line" in out.err
     assert _snapshot(root) == before
 
 
 def test_a_message_with_other_fields_than_its_english_is_refused(root, capsys):
-    po = root / "i18n" / LANGUAGE / "messages.po"
+    po = root / "editions" / LANGUAGE / "po" / "messages.po"
     before = _snapshot(root)
     line = _edit_line(po, 'msgstr "{what} devolvió None', lambda text: text.replace("{what}", "{qué}"))
     status, out = _run("build", capsys)
     assert status == 2
-    assert f"i18n/{LANGUAGE}/messages.po:{line}: the msgstr has the fields ['qué'], the msgid ['what']" in out.err
+    assert f"editions/{LANGUAGE}/po/messages.po:{line}: the msgstr has the fields ['qué'], the msgid ['what']" \
+        in out.err
     assert _snapshot(root) == before
 
 
 def test_a_broken_code_span_is_refused(root, capsys):
-    po = root / "i18n" / LANGUAGE / "messages.po"
+    po = root / "editions" / LANGUAGE / "po" / "messages.po"
     before = _snapshot(root)
     line = _edit_line(po, 'msgstr "{what} devolvió None', lambda text: text.replace("`return`", "`return"))
     status, out = _run("build", capsys)
-    assert status == 2 and f"i18n/{LANGUAGE}/messages.po:{line}: the msgstr (generic:returned_none) breaks a " \
+    assert status == 2 and f"editions/{LANGUAGE}/po/messages.po:{line}: the msgstr (generic:returned_none) breaks a " \
                            "markdown code span" in out.err
     assert _snapshot(root) == before
 
 
 def test_the_committed_po_files_are_strictly_valid():
-    for path in sorted((ROOT / "i18n" / LANGUAGE).glob("*.po")):
+    for path in sorted(ROOT.glob("editions/*/po/*.po")):  # every edition
         assert translate.po_file_problems(path) == [], path.name
 
 
@@ -105,7 +106,7 @@ def test_the_strict_parser_reads_what_polib_reads():
     """Same entries, same text: the strict pass is no second dialect of the format."""
     import polib
 
-    for path in sorted((ROOT / "i18n" / LANGUAGE).glob("*.po")):
+    for path in sorted(ROOT.glob("editions/*/po/*.po")):  # every edition
         entries, errors = translate._parse_po(path)
         assert not errors
         ours = {e.fields.get("msgctxt"): (e.fields["msgid"], e.fields["msgstr"]) for e in entries

@@ -2,6 +2,7 @@
 
 import dataclasses
 import json
+import shutil
 
 import nbformat
 import pytest
@@ -17,19 +18,39 @@ from helpers.training import REFERENCE, Recipe, TrainConfig, build_model
 from conftest import ROOT
 
 SOLVED, PRISTINE = ROOT / "solutions" / "05_transformer.ipynb", ROOT / "notebooks" / "05_transformer.ipynb"
+EARLIER = ["create_position_matrix", "MultiHeadAttention"]  # from notebooks 01 and 03
 MODEL_PARTS = ["LayerNorm", "PositionwiseFeedForward", "EncoderLayer", "DecoderLayer", "Transformer"]
+STEPS = ["transformer_lr", "LabelSmoothingLoss", "train_step"]
 TINY = TrainConfig(d_model=16, num_heads=2, num_layers=1, d_ff=32, batch_size=32, steps=3, warmup=2, dropout=0.0)
 
 
-def edited(tmp_path, old, new, name="05_transformer.ipynb"):
-    """A copy of the solved notebook 05 with one piece of code replaced (a student's variant)."""
-    notebook = nbformat.read(SOLVED, as_version=4)
+def edited(tmp_path, old, new, name="05_transformer.ipynb", pristine=()):
+    """A folder with the solved notebooks 01, 03 and 05 (those named in pristine: the student versions), one
+    piece of code replaced in the notebook called name (a student's variant); returns the path of notebook 05."""
+    tmp_path.mkdir(exist_ok=True)
+    for notebook_name in ("01_positional_encoding.ipynb", "03_multi_head_attention.ipynb", "05_transformer.ipynb"):
+        shutil.copy(ROOT / ("notebooks" if notebook_name in pristine else "solutions") / notebook_name, tmp_path)
+    if old is not None:
+        edit(tmp_path / name, old, new)
+    return tmp_path / "05_transformer.ipynb"
+
+
+def edit(path, old, new):
+    """Replace old by new in the one code cell of the notebook at path that holds old."""
+    notebook = nbformat.read(path, as_version=4)
     hits = [cell for cell in notebook.cells if cell.cell_type == "code" and old in cell.source]
     assert len(hits) == 1, f"{old!r} must occur in exactly one cell"
     hits[0].source = hits[0].source.replace(old, new)
-    path = tmp_path / name
     nbformat.write(notebook, path)
-    return path
+
+
+def attention_types(model):
+    return {type(layer.self_attn) for layer in [*model.encoder.layers, *model.decoder.layers]} | {
+        type(layer.cross_attn) for layer in model.decoder.layers}
+
+
+# The student's attention of notebook 03 with a known mistake: the weights not scaled by 1/sqrt(d_k).
+UNSCALED = ("scores = q @ k.transpose(-2, -1) / math.sqrt(self.d_k)", "scores = q @ k.transpose(-2, -1)")
 
 
 @pytest.fixture(scope="module")
@@ -37,17 +58,97 @@ def solved():
     return your_recipe(SOLVED)
 
 
-def test_a_solved_notebook_05_trains_the_students_classes(solved):
-    assert [solved.origin[name] for name in MODEL_PARTS] == ["yours"] * 5
+def test_solved_notebooks_01_03_05_train_the_students_code(solved):
+    """The positional encoding of notebook 01, the attention of notebook 03 and every class of notebook 05."""
+    assert [solved.origin[name] for name in EARLIER + MODEL_PARTS] == ["yours"] * 7
     assert solved.model_class is not helpers.Transformer
     assert solved.model_class.__module__ == "notebook_05_transformer"
-    assert solved.fingerprint and solved.describe().startswith("Training YOUR code: LayerNorm,")
+    assert solved.fingerprint and solved.describe().startswith("Training YOUR code: create_position_matrix, "
+                                                               "MultiHeadAttention, LayerNorm,")
     model = build_model(TINY, solved)
     assert type(model) is solved.model_class
     assert type(model.encoder.layers[0].norm1).__module__ == "notebook_05_transformer"  # the student's LayerNorm
+    assert {t.__module__ for t in attention_types(model)} == {"notebook_03_multi_head_attention"}
+    assert model.positional.encoding.__module__ == "notebook_01_positional_encoding"
+    assert torch.allclose(model.positional.pe, torch.from_numpy(helpers.positional_encoding(64, 16)).float())
+    src = helpers.encode_sources(["21/11/2026"])
+    assert model(src, helpers.encode_targets(["2026-11-21"])[:, :-1]).shape == (1, 11, len(helpers.TARGET_VOCAB))
 
 
-def test_a_pristine_notebook_05_trains_the_reference():
+def test_the_recipe_names_every_part(solved):
+    assert list(solved.origin) == EARLIER + MODEL_PARTS + STEPS + ["greedy_decode"]
+    assert all(solved.reasons[name] for name in solved.origin)
+
+
+def test_a_wrong_attention_is_replaced_by_the_reference_inside_the_students_layers(tmp_path, solved):
+    recipe = your_recipe(edited(tmp_path, *UNSCALED, name="03_multi_head_attention.ipynb"))
+    assert recipe.origin["MultiHeadAttention"] == "reference"
+    assert "not scaled" in recipe.reasons["MultiHeadAttention"]
+    assert [recipe.origin[name] for name in ["create_position_matrix"] + MODEL_PARTS] == ["yours"] * 6
+    model = build_model(TINY, recipe)
+    assert type(model.encoder.layers[0]).__module__ == "notebook_05_transformer"
+    assert attention_types(model) == {helpers.MultiHeadAttention}
+    assert recipe.fingerprint != solved.fingerprint, "another attention trains afresh"
+
+
+def test_notebook_05_builds_its_layers_on_the_attention_of_the_cell_at_its_top():
+    code = [cell for cell in nbformat.read(SOLVED, as_version=4).cells if cell.cell_type == "code"]
+    top = next(cell.source for cell in code if "your_attention_and_encoding" in cell.source)
+    assert "from helpers import MultiHeadAttention" in top  # what the grader and your_recipe load before yours
+    assert 'MultiHeadAttention = earlier.objects["MultiHeadAttention"]' in top
+    layers = [cell.source for cell in code if cell.source.startswith(("class EncoderLayer", "class DecoderLayer"))]
+    assert len(layers) == 2 and all("= MultiHeadAttention(d_model" in source for source in layers)
+    assert not any("helpers.MultiHeadAttention(" in source for source in layers)
+    model = next(cell.source for cell in code if cell.source.startswith("class Transformer"))
+    assert "helpers.PositionalEncoding(d_model, max_len, dropout, create_position_matrix)" in model
+
+
+def test_your_attention_and_encoding_reads_notebooks_01_and_03(tmp_path):
+    solved = helpers.your_attention_and_encoding(ROOT / "solutions")
+    assert solved.origin == {"create_position_matrix": "yours", "MultiHeadAttention": "yours"}
+    assert solved.describe().splitlines()[1] == ("MultiHeadAttention: your version (its check passes, from "
+                                                 "03_multi_head_attention.ipynb)")
+    missing = helpers.your_attention_and_encoding(tmp_path)
+    assert missing.objects == {"create_position_matrix": helpers.positional_encoding,
+                               "MultiHeadAttention": helpers.MultiHeadAttention}
+    assert "no 01_positional_encoding.ipynb in this folder" in missing.describe()
+
+
+def test_without_notebook_05_the_reference_model_holds_the_attention_and_encoding_of_01_and_03(tmp_path):
+    recipe = your_recipe(edited(tmp_path, None, None, pristine=("05_transformer.ipynb",)))
+    assert [recipe.origin[name] for name in EARLIER] == ["yours", "yours"]
+    assert {recipe.origin[name] for name in MODEL_PARTS} == {"reference"} and recipe.fingerprint
+    model = build_model(TINY, recipe)
+    assert isinstance(model, helpers.Transformer) and type(model.encoder.layers[0]) is helpers.EncoderLayer
+    assert {t.__module__ for t in attention_types(model)} == {"notebook_03_multi_head_attention"}
+    assert model.positional.encoding.__module__ == "notebook_01_positional_encoding"
+
+
+def test_a_passing_part_that_notebook_05_does_not_use_is_not_called_yours(tmp_path):
+    """A notebook 05 saved before its layers read MultiHeadAttention and create_position_matrix (the reference
+    hard-coded): the recipe says the reference trains, and fingerprints nothing of notebooks 01 and 03."""
+    mine = "self.self_attn = MultiHeadAttention(d_model, num_heads, dropout)  # notebook 03's: see the top\n"
+    path = edited(tmp_path, mine + "        self.ff",
+                  "self.self_attn = helpers.MultiHeadAttention(d_model, num_heads, dropout)\n        self.ff")
+    edit(path, mine + "        self.cross_attn = MultiHeadAttention(",
+         "self.self_attn = helpers.MultiHeadAttention(d_model, num_heads, dropout)\n"
+         "        self.cross_attn = helpers.MultiHeadAttention(")
+    edit(path, "self.positional = helpers.PositionalEncoding(d_model, max_len, dropout, create_position_matrix)",
+         "self.positional = helpers.PositionalEncoding(d_model, max_len, dropout)")
+    recipe = your_recipe(path)
+    assert recipe.origin["Transformer"] == "yours"
+    for name in EARLIER:
+        assert recipe.origin[name] == "reference" and "do not use it" in recipe.reasons[name]
+    other = tmp_path / "unsolved_01_03"
+    other.mkdir()
+    shutil.copy(path, other)
+    for name in ("01_positional_encoding.ipynb", "03_multi_head_attention.ipynb"):
+        shutil.copy(ROOT / "notebooks" / name, other)
+    assert your_recipe(other / "05_transformer.ipynb").fingerprint == recipe.fingerprint
+    assert attention_types(build_model(TINY, recipe)) == {helpers.MultiHeadAttention}
+
+
+def test_pristine_notebooks_train_the_reference():
     recipe = your_recipe(PRISTINE)
     assert set(recipe.origin.values()) == {"reference"} and recipe.fingerprint == ""
     assert recipe.model_class is helpers.Transformer
@@ -70,13 +171,15 @@ def test_without_the_students_transformer_their_layers_train_in_the_reference(tm
                   "x = self.positional(self.src_embed(src))")  # no sqrt(d_model)
     recipe = your_recipe(path)
     assert recipe.origin["Transformer"] == "reference" and recipe.fingerprint != ""
-    assert {recipe.origin[name] for name in ("LayerNorm", "EncoderLayer", "DecoderLayer")} == {"yours"}
+    assert {recipe.origin[name] for name in EARLIER + ["LayerNorm", "EncoderLayer", "DecoderLayer"]} == {"yours"}
     assert "inside the reference Transformer" in recipe.reasons["EncoderLayer"]
     model = build_model(TINY, recipe)
     assert isinstance(model, helpers.Transformer)
     assert type(model.encoder.layers[0]).__module__ == "notebook_05_transformer"
     assert type(model.decoder.layers[0]).__module__ == "notebook_05_transformer"
     assert type(model.encoder.layers[0].norm1).__module__ == "notebook_05_transformer"
+    assert {t.__module__ for t in attention_types(model)} == {"notebook_03_multi_head_attention"}
+    assert model.positional.encoding.__module__ == "notebook_01_positional_encoding"
     src = torch.randint(3, 10, (2, 5))
     assert model(src, src).shape[:2] == (2, 5)
 
@@ -109,9 +212,14 @@ def test_the_fingerprint_follows_the_code_not_its_comments(tmp_path, solved):
     assert commented.fingerprint == solved.fingerprint
     other = your_recipe(edited(tmp_path, "mean = x.mean(dim=-1, keepdim=True)", "mean = x.mean(-1, keepdim=True)"))
     assert other.origin["LayerNorm"] == "yours" and other.fingerprint != solved.fingerprint
+    attention = your_recipe(edited(tmp_path / "attention", "weights = torch.softmax(scores, dim=-1)",
+                                   "weights = scores.softmax(-1)", name="03_multi_head_attention.ipynb"))
+    encoding = your_recipe(edited(tmp_path / "encoding", "angle = pos / 10000 ** (2 * i / embed_size)",
+                                  "angle = pos / 10000.0 ** (2 * i / embed_size)", name="01_positional_encoding.ipynb"))
+    assert attention.origin["MultiHeadAttention"] == encoding.origin["create_position_matrix"] == "yours"
     data = make_date_dataset(n_train=64, n_valid=8, n_test=8)
-    keys = {checkpoint_key(TINY, data, r) for r in (REFERENCE, solved, other)}
-    assert len(keys) == 3, "a changed implementation must train afresh"
+    keys = {checkpoint_key(TINY, data, r) for r in (REFERENCE, solved, other, attention, encoding)}
+    assert len(keys) == 5, "a changed implementation (of notebook 01, 03 or 05) must train afresh"
 
 
 def test_normalized_drops_docstrings_comments_and_layout():
@@ -231,5 +339,6 @@ def test_notebook_06_trains_with_your_recipe():
     assert 'helpers.your_recipe("05_transformer.ipynb", transformer_lr=transformer_lr,' in code
     assert "helpers.train_or_load(config, data, recipe=recipe" in code
     outputs = [o for c in notebook["cells"] if c.get("id") == "recipe-code" for o in c["outputs"]]
-    assert "Training YOUR code: LayerNorm, PositionwiseFeedForward, EncoderLayer, DecoderLayer, Transformer, " \
-           "transformer_lr, LabelSmoothingLoss, train_step." in "".join(outputs[0]["text"])
+    assert "Training YOUR code: create_position_matrix, MultiHeadAttention, LayerNorm, PositionwiseFeedForward, " \
+           "EncoderLayer, DecoderLayer, Transformer, transformer_lr, LabelSmoothingLoss, train_step; from helpers: " \
+           "greedy_decode." in "".join(outputs[0]["text"])

@@ -41,6 +41,8 @@ SOFTMAX_MISTAKES = {
                       "exp overflows to inf. Subtract the maximum, so the largest exponent is exp(0) = 1.",
     "subtracted_mean": "you subtracted each slice's MEAN: an entry far above the mean still overflows exp. "
                        "Subtract the maximum, so the largest exponent is exp(0) = 1.",
+    "log_softmax": "you returned the LOG of the softmax (x - max - log(sum(exp(x - max)))): the softmax is the "
+                   "ratio exp(x - max) / sum(exp(x - max)) itself, positive numbers that sum to 1 along `axis`.",
     "sum_without_keepdims": "the sum lost its axis: once the summed axis disappears, broadcasting pairs the sums "
                             "with the wrong entries (or fails). Keep the summed axis as an axis of size 1, for the "
                             "maximum and for the sum.",
@@ -87,6 +89,7 @@ def wrong_softmaxes(x: np.ndarray, axis: int = -1) -> dict:
         for used in range(x.ndim):
             if used != axis % x.ndim:
                 wrong[Known("axis_ignored", used=used, axis=axis)] = softmax(x, axis=used)
+        wrong["log_softmax"] = x - x.max(axis=axis, keepdims=True) - np.log(rowwise.sum(axis=axis, keepdims=True))
         wrong["sum_without_keepdims"] = _no_keepdims(x, axis)
         for sum_kept in (True, False):  # the maximum without keepdims, the sum with or without
             wrong[Known("max_without_keepdims")] = _no_keepdims(x, axis, max_kept=False, sum_kept=sum_kept)
@@ -123,6 +126,15 @@ ATTENTION_MISTAKES = {
     "divided_by_d_k": "you divided by d_k instead of sqrt(d_k): the scale is 1 / sqrt(d_k) (= 1/8 for d_k = 64).",
     "scaled_by_sqrt_l_k": "you scaled by sqrt(L_k), the square root of the NUMBER of keys; the scale is "
                           "1 / sqrt(d_k), with d_k the width of Q and K (their last axis).",
+    "d_k_wrong_axis": "you took d_k from axis {axis} of Q (size {size}): d_k is the width of the queries and keys, "
+                      "the size of Q's LAST axis (here {d_k}), whatever axes come before.",
+    "scores_multiplied_by_mask": "your blocked keys get score 0 (the scores multiplied by the mask, or filled with "
+                                 "0), not -inf, so they still receive weight. Replace the blocked scores by -inf "
+                                 "before the softmax.",
+    "multiplied_by_sqrt_d_k": "you multiplied the scores by sqrt(d_k): divide them by it, softmax(Q K^T / sqrt(d_k)), "
+                              "so that the scores of wide keys do not grow with d_k.",
+    "weights_transposed": "{what}: your weights are transposed, (..., L_k, L_q): return them as (..., L_q, L_k), one "
+                          "row per query, the matrix that multiplies V.",
     "scaled_by_sqrt_d_v": "you scaled by sqrt(d_v), the width of V; the scale is 1 / sqrt(d_k), with d_k the width "
                           "of Q and K (their last axis).",
     "softmax_wrong_axis": "your softmax runs over the wrong axis (over the queries): each ROW of the weights, one "
@@ -154,11 +166,14 @@ ATTENTION_MISTAKES = {
 def attention_cases() -> list[tuple[str, tuple, Any]]:
     """(description, (Q, K, V), mask) for scaled_dot_product_attention, in the order they are tried.
 
-    The first is 2-D with L_k = d_k, so an untransposed K still runs and gets its own hint; d_v
-    differs from d_k everywhere, so scaling by sqrt(d_v) is told apart. The last has scaled scores
-    of several hundred (up to about 2000), where exp overflows: only a stable softmax gets it right.
+    The first is 2-D with L_q, L_k, d_k and d_v all different, so that each wrong scale (sqrt(L_k),
+    sqrt(d_v), a d_k read from the wrong axis) shows at once; an untransposed K crashes there. The
+    second is 2-D with L_k = d_k, where an untransposed K runs: the check tries it when the first
+    crashes, so that mistake gets its own hint. The last has scaled scores of several hundred (up to
+    about 2000), where exp overflows: only a stable softmax gets it right.
     """
     rng = np.random.default_rng(30)
+    q0, k0, v0 = rng.normal(size=(3, 4)) * 2, rng.normal(size=(6, 4)) * 2, rng.normal(size=(6, 5))
     q1, k1, v1 = rng.normal(size=(3, 4)) * 2, rng.normal(size=(4, 4)) * 2, rng.normal(size=(4, 5))
     q2, k2, v2 = rng.normal(size=(2, 5, 8)) * 2, rng.normal(size=(2, 6, 8)) * 2, rng.normal(size=(2, 6, 3))
     q3, k3, v3 = rng.normal(size=(2, 3, 4, 16)), rng.normal(size=(2, 3, 7, 16)), rng.normal(size=(2, 3, 7, 2))
@@ -170,6 +185,7 @@ def attention_cases() -> list[tuple[str, tuple, Any]]:
     mask4 = rng.random((2, 4, 6)) > 0.3
     mask4[..., 0] = True
     return [
+        ("Q (3, 4), K (6, 4), V (6, 5)", (q0, k0, v0), None),
         ("Q (3, 4), K (4, 4), V (4, 5)", (q1, k1, v1), None),
         (tr("scaled_dot_product_attention:case_batched", "batched Q (2, 5, 8), K (2, 6, 8), V (2, 6, 3)"),
          (q2, k2, v2), None),
@@ -187,7 +203,7 @@ def wrong_attentions(Q: np.ndarray, K: np.ndarray, V: np.ndarray, mask: Any) -> 
     raw = Q @ np.swapaxes(K, -1, -2)
     wrong: dict = {}
 
-    def add(code: str, weights: np.ndarray) -> None:
+    def add(code: Any, weights: np.ndarray) -> None:
         wrong[code] = (weights @ V, weights)
 
     def masked(scores: np.ndarray) -> np.ndarray:
@@ -198,10 +214,14 @@ def wrong_attentions(Q: np.ndarray, K: np.ndarray, V: np.ndarray, mask: Any) -> 
         filled = scores if mask is None else np.where(mask, scores, -np.inf)
         add("not_scaled", masked(raw))
         add("divided_by_d_k", masked(raw / d_k))
+        add("multiplied_by_sqrt_d_k", masked(raw * math.sqrt(d_k)))
         if d_v != d_k:
             add("scaled_by_sqrt_d_v", masked(raw / math.sqrt(d_v)))
         if K.shape[-2] != d_k:
             add("scaled_by_sqrt_l_k", masked(raw / math.sqrt(K.shape[-2])))
+        for axis, size in enumerate(Q.shape[:-1]):  # d_k read from another axis of Q (L_q, batch or heads)
+            if size not in (1, d_k, d_v, K.shape[-2]):
+                add(Known("d_k_wrong_axis", axis=axis, size=size, d_k=d_k), masked(raw / math.sqrt(size)))
         e = np.exp(filled - np.max(filled, axis=-2, keepdims=True))
         add("softmax_wrong_axis", e / e.sum(axis=-2, keepdims=True))
         if K.shape[-2] == K.shape[-1]:  # only then does Q @ K run without the transpose
@@ -211,7 +231,19 @@ def wrong_attentions(Q: np.ndarray, K: np.ndarray, V: np.ndarray, mask: Any) -> 
             add("mask_after_softmax", softmax(scores, axis=-1) * mask)
             add("mask_ignored", softmax(scores, axis=-1))
             add("mask_inverted", masked_softmax(scores, ~np.broadcast_to(mask, scores.shape)))
+            add("scores_multiplied_by_mask", softmax(scores * mask, axis=-1))
     return wrong
+
+
+def _untransposed_k_on_square_keys(attention_fn: Callable, case: tuple) -> None:
+    """After a crash on the first case, where K is (L_k, d_k) with L_k != d_k: raise k_not_transposed when the
+    answer equals Q K / sqrt(d_k) on keys with L_k = d_k, where it runs."""
+    _, (Q, K, V), mask = case
+    try:
+        output, weights = output_and_weights(call(attention_fn, Q.copy(), K.copy(), V.copy()), "")
+    except Mistake:
+        return
+    match_known((output, weights), {"k_not_transposed": wrong_attentions(Q, K, V, mask).get("k_not_transposed")})
 
 
 @exercise("scaled_dot_product_attention", notebook="02_attention", defines="scaled_dot_product_attention",
@@ -234,11 +266,15 @@ def check_scaled_dot_product_attention(attention_fn: Callable) -> str:
         except Mistake as crash:
             if passed_2d and not passed_batched and crash.code == "raised_error" and "ValueError" in str(crash):
                 raise Known("k_transposed_all_axes", what=what) from None
+            if number == 0 and crash.code == "raised_error":
+                _untransposed_k_on_square_keys(attention_fn, cases[1])
             raise
         output, weights = output_and_weights(result, what)
         expected_out, expected_w = scaled_dot_product_attention(Q, K, V, mask)
-        if output.shape == expected_w.shape and weights.shape == expected_out.shape and output.shape != weights.shape:
+        if same((weights, output), (expected_out, expected_w)):
             raise Known("output_weights_swapped", what=what)
+        if weights.ndim >= 2 and same((output, np.swapaxes(weights, -1, -2)), (expected_out, expected_w)):
+            raise Known("weights_transposed", what=what)
         expect_shape(weights, expected_w.shape, tr("harness:part_weights", "{what}: weights", what=what),
                      tr("scaled_dot_product_attention:weights_shape", "The weights are (..., L_q, L_k)."))
         expect_shape(output, expected_out.shape, tr("harness:part_output", "{what}: output", what=what),

@@ -38,6 +38,8 @@ FEED_FORWARD_MISTAKES = {
                         "activations instead, after the ReLU and before the second linear map.",
     "dropout_on_output": "in training mode your dropout acts on the output: apply self.dropout to the hidden "
                          "activations instead, after the ReLU and before the second linear map.",
+    "dropout_twice": "in training mode your output is what self.dropout applied TWICE gives ({where}): apply it "
+                     "once, to the hidden activations after the ReLU and before the second linear map.",
     **TORCH_MISTAKES, **DROPOUT_P_MISTAKE,
     **_setup_mistakes("PositionwiseFeedForward", "feed_forward"),
 }
@@ -60,6 +62,10 @@ def wrong_feed_forwards(ff: PositionwiseFeedForward, x: torch.Tensor) -> dict[An
             Known("wrong_activation", name="GELU"): _np(l2(nn.functional.gelu(hidden))),
             Known("wrong_activation", name="tanh"): _np(l2(torch.tanh(hidden))),
             Known("wrong_activation", name=tr("feed_forward:a_sigmoid", "a sigmoid")): _np(l2(torch.sigmoid(hidden))),
+            Known("wrong_activation", name=tr("feed_forward:a_leaky_relu", "a leaky ReLU")):
+                _np(l2(nn.functional.leaky_relu(hidden))),
+            Known("wrong_activation", name="SiLU"): _np(l2(nn.functional.silu(hidden))),
+            Known("wrong_activation", name="ELU"): _np(l2(nn.functional.elu(hidden))),
         }
 
 
@@ -72,6 +78,12 @@ def wrong_training_feed_forwards(ff: PositionwiseFeedForward, x: torch.Tensor, s
         "dropout_on_input": lambda: l2(torch.relu(l1(drop(x)))),
         "dropout_on_output": lambda: drop(l2(torch.relu(l1(x)))),
         Known("dropout_p_hardcoded", what="PositionwiseFeedForward", p=drop.p): lambda: l2(fixed(torch.relu(l1(x)))),
+        Known("dropout_twice", where=tr("feed_forward:before_and_after_relu", "before and after the ReLU")):
+            lambda: l2(drop(torch.relu(drop(l1(x))))),
+        Known("dropout_twice", where=tr("feed_forward:hidden_and_output", "on the hidden activations and on the "
+                                        "output")): lambda: drop(l2(drop(torch.relu(l1(x))))),
+        Known("dropout_twice", where=tr("feed_forward:input_and_hidden", "on the input and on the hidden "
+                                        "activations")): lambda: l2(drop(torch.relu(l1(drop(x))))),
     }, seed)
 
 

@@ -58,8 +58,8 @@ GENERIC_MISTAKES = {
     "check_error": "the check could not run ({error}).",
     "complex_values": "{what} holds complex numbers (for example {example}): the answer is real. Look for a "
                       "square root or a power of a negative number, or a stray `j`.",
-    "not_numbers": "{what} holds {kind}, not numbers: return the numbers themselves (an array or a tensor of "
-                   "floats), not their text.",
+    "not_numbers": "{what} holds {kind}, not numbers: return the numbers themselves, an array or a tensor of "
+                   "floats.",
     "changed_input": "{call} changed its argument `{name}` in place: the caller's array is not the same after "
                      "the call. Compute on a copy (or with operations that return new arrays, such as x - m "
                      "instead of x -= m).",
@@ -420,10 +420,11 @@ def as_numpy(value: Any, what: str, dtype: Any = None, kind: str | None = None) 
                 example = next((v for v in flat if complex(v).imag != 0), flat[0] if flat.size else 0j)
                 raise generic("complex_values", what=what, example=f"{complex(example):.4g}")
             text = raw.dtype.kind == "O" and any(isinstance(v, (str, bytes)) for v in raw.flat)
-            if raw.dtype.kind in "USb" or text:
+            if raw.dtype.kind in "USbO":  # text, booleans, or an array of Python objects (dtype=object)
                 kinds = {"U": tr("harness:strings", "strings"), "S": tr("harness:bytes", "bytes"),
-                         "b": tr("harness:booleans", "booleans (True/False)")}
-                raise generic("not_numbers", what=what, kind=kinds.get(raw.dtype.kind) or kinds["U"])
+                         "b": tr("harness:booleans", "booleans (True/False)"),
+                         "O": tr("harness:objects", "Python objects (an array of dtype object)")}
+                raise generic("not_numbers", what=what, kind=kinds["U"] if text else kinds[raw.dtype.kind])
     try:
         with warnings.catch_warnings():
             warnings.simplefilter("ignore")

@@ -29,8 +29,8 @@ LAYER_NORM_MISTAKES = {
                          "of Tensor.std and Tensor.var){also}. LayerNorm uses the biased variance, the MEAN of the "
                          "squared deviations (divided by d_model), as nn.LayerNorm does. The Annotated Transformer "
                          "shipped this bug.",
-    "eps_outside_sqrt": "eps is added to the standard deviation; it belongs inside the square root, added to the "
-                        "variance (as nn.LayerNorm does): for a nearly constant vector the two differ a lot.",
+    "eps_outside_sqrt": "{added} is added to the standard deviation; eps belongs inside the square root, added to "
+                        "the variance (as nn.LayerNorm does): for a nearly constant vector the two differ a lot.",
     "no_eps": "there is no eps: a vector whose features are all equal has variance 0 and you divide by 0. Add eps to "
               "the variance inside the square root.",
     "divides_by_variance": "you divide by the variance; divide by the standard deviation, the square root of "
@@ -87,7 +87,8 @@ def wrong_layer_norms(norm: LayerNorm, x: torch.Tensor) -> dict[Any, np.ndarray]
             Known("unbiased_variance", also=""): affine(_normalise(x, last, eps, unbiased=True)),
             Known("unbiased_variance", also=_at_formula()): affine(_normalise(x, last, eps, unbiased=True,
                                                                               eps_inside=False)),
-            "eps_outside_sqrt": affine(_normalise(x, last, eps, eps_inside=False)),
+            Known("eps_outside_sqrt", added="eps"): affine(_normalise(x, last, eps, eps_inside=False)),
+            Known("eps_outside_sqrt", added="sqrt(eps)"): affine(_normalise(x, last, eps ** 0.5, eps_inside=False)),
             "no_eps": affine(_normalise(x, last, 0.0)),
             "divides_by_variance": affine(_normalise(x, last, eps, by_variance=True)),
             Known("no_gain_bias", which=tr("layer_norm:no_gain_no_bias",
@@ -101,6 +102,7 @@ def wrong_layer_norms(norm: LayerNorm, x: torch.Tensor) -> dict[Any, np.ndarray]
             wrong[Known("rms_norm")] = _np(variant)
         for dims, over in (((0,), tr("layer_norm:over_batch", "the batch axis (0)")),
                            ((1,), tr("layer_norm:over_sequence", "the sequence axis (1)")),
+                           ((x.dim() - 2, x.dim() - 1), tr("layer_norm:over_last_two", "the last two axes")),
                            (tuple(range(x.dim())), tr("layer_norm:over_whole", "the whole tensor"))):
             wrong[Known("wrong_axis", over=over)] = affine(_normalise(x, dims, eps))
     return wrong

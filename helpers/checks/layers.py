@@ -52,10 +52,13 @@ def _build_pair(student_cls: type, reference_cls: type, norm_first: bool, seed: 
     return student, reference
 
 
-def _match_layer(out: np.ndarray, wrong_outputs: dict[str, np.ndarray]) -> None:
-    for code, wrong in wrong_outputs.items():
+def _match_layer(out: np.ndarray, wrong_outputs: dict[Any, np.ndarray], what: str) -> None:
+    """Raise the known mistake whose output out equals; a Known without {what} gets it."""
+    for key, wrong in wrong_outputs.items():
         if same(out, wrong):
-            raise Known(code)
+            if isinstance(key, Known):
+                raise Known(key.code, **{"what": what, **key.fields})
+            raise Known(key)
 
 
 def _sublayers(layer: nn.Module, x: torch.Tensor, sublayers: list[Callable], drops: list[Callable],
@@ -113,6 +116,10 @@ def _compare_in_training(student: nn.Module, reference: nn.Module, args: tuple, 
 
 _DROPOUT_ON_SUM = ("{what}: in training mode your dropout acts on the residual sum: apply it to the sub-layer's "
                    "output only, before adding the sub-layer's input, x + dropout(Sublayer(x)).")
+_MASK_INVERTED = ("{what}: {which} is inverted: True means MAY attend (a real token, an earlier position), False "
+                  "blocked. Pass the mask as it is given, without negating it.")
+_MISSING_NORM = ("in the pre-norm branch a sub-layer reads x without {norm}: each sub-layer reads its normalised "
+                 "input, x + Sublayer({norm}(x)).")
 _NO_DROPOUT = ("{what}: in training mode your output is the one without {names}: apply dropout to each "
                "sub-layer's output before the residual addition.")
 
@@ -121,9 +128,13 @@ _NO_DROPOUT = ("{what}: in training mode your output is the one without {names}:
 ENCODER_MISTAKES = {
     # post-norm (norm_first=False)
     "no_residual_attention": "missing residual around self-attention: add the sub-layer's input x to its (dropped-out) "
-                             "output before norm1, LayerNorm(x + Sublayer(x)).",
+                             "output, x + Sublayer(x) (and, in post-norm, normalise that sum with norm1).",
     "no_residual_ff": "missing residual around the feed-forward: add the sub-layer's input to its (dropped-out) "
-                      "output before norm2.",
+                      "output, x + Sublayer(x) (and, in post-norm, normalise that sum with norm2).",
+    "sublayers_out_of_order": "the sub-layers are in the wrong order: self-attention first, then the feed-forward.",
+    "same_norm_twice": "{norm} serves both sub-layers: each has its own LayerNorm, with its own gain and bias: norm1 "
+                       "for self-attention, norm2 for the feed-forward.",
+    "mask_inverted": _MASK_INVERTED,
     "no_residuals": "no residual connections at all: each sub-layer's output must be added to its input before the "
                     "LayerNorm, LayerNorm(x + Sublayer(x)).",
     "pre_norm_instead_of_post": "you wrote pre-norm (the norm before the sub-layer), but norm_first=False asks for the "
@@ -147,18 +158,22 @@ ENCODER_MISTAKES = {
                             "padding.",
     "norms_swapped_pre_norm": "norm1 and norm2 are swapped in the pre-norm branch: norm1 goes before self-attention, "
                               "norm2 before the feed-forward.",
+    "missing_norm_pre_norm": _MISSING_NORM,
+    "extra_final_norm": "your pre-norm layer normalises its output with {norm}: in pre-norm the layer returns the "
+                        "residual sum itself; the last LayerNorm belongs to the stack, after its last layer (the "
+                        "Transformer's encoder.norm).",
     # found by behaviour
     "returns_input": "{what} returns its input unchanged: apply the two sub-layers to x.",
-    "padding_leak": "{what}: changing the PADDED tokens changes the output of the real ones, so src_mask is not "
-                    "applied: pass it to self-attention.",
+    "padding_leak": "{what}: changing the PADDED tokens changes the output of the real ones, so real tokens attend "
+                    "to padding: self-attention needs src_mask, as it is given (True = may attend).",
     "no_dropout": _NO_DROPOUT,
     "dropout_on_residual_sum": _DROPOUT_ON_SUM,
     **_layer_setup_mistakes("EncoderLayer", "encoder_layer"),
 }
 
 
-def wrong_encoder_outputs(layer: EncoderLayer, x: torch.Tensor, mask: torch.Tensor | None) -> dict[str, np.ndarray]:
-    """The outputs of the common wrong forward passes of an EncoderLayer (eval mode): code -> output.
+def wrong_encoder_outputs(layer: EncoderLayer, x: torch.Tensor, mask: torch.Tensor | None) -> dict[Any, np.ndarray]:
+    """The outputs of the common wrong forward passes of an EncoderLayer (eval mode): code (or Known) -> output.
 
     The post-norm mistakes for a layer with norm_first=False, the pre-norm ones for norm_first=True.
     """
@@ -167,6 +182,8 @@ def wrong_encoder_outputs(layer: EncoderLayer, x: torch.Tensor, mask: torch.Tens
     def attn(q: torch.Tensor, m: torch.Tensor | None = mask) -> torch.Tensor:
         return layer.self_attn(q, q, q, m)
 
+    inverted = None if mask is None else ~mask
+    which = tr("encoder_layer:src_mask", "src_mask")
     with torch.no_grad():
         if not layer.norm_first:
             wrong = {
@@ -178,6 +195,10 @@ def wrong_encoder_outputs(layer: EncoderLayer, x: torch.Tensor, mask: torch.Tens
                 "norms_swapped": (lambda h: n1(h + ff(h)))(n2(x + attn(x))),
                 "no_feed_forward": n1(x + attn(x)),
                 "no_src_mask": (lambda h: n2(h + ff(h)))(n1(x + attn(x, None))),
+                "sublayers_out_of_order": (lambda h: n2(h + attn(h)))(n1(x + ff(x))),
+                Known("same_norm_twice", norm="norm1"): (lambda h: n1(h + ff(h)))(n1(x + attn(x))),
+                Known("same_norm_twice", norm="norm2"): (lambda h: n2(h + ff(h)))(n2(x + attn(x))),
+                Known("mask_inverted", which=which): (lambda h: n2(h + ff(h)))(n1(x + attn(x, inverted))),
             }
         else:
             wrong = {
@@ -186,8 +207,18 @@ def wrong_encoder_outputs(layer: EncoderLayer, x: torch.Tensor, mask: torch.Tens
                 "no_residuals_pre_norm": ff(n2(attn(n1(x)))),
                 "no_src_mask_pre_norm": (lambda h: h + ff(n2(h)))(x + attn(n1(x), None)),
                 "norms_swapped_pre_norm": (lambda h: h + ff(n1(h)))(x + attn(n2(x))),
+                "no_residual_attention": (lambda h: h + ff(n2(h)))(attn(n1(x))),
+                "no_residual_ff": ff(n2(x + attn(n1(x)))),
+                "sublayers_out_of_order": (lambda h: h + attn(n2(h)))(x + ff(n1(x))),
+                Known("same_norm_twice", norm="norm1"): (lambda h: h + ff(n1(h)))(x + attn(n1(x))),
+                Known("same_norm_twice", norm="norm2"): (lambda h: h + ff(n2(h)))(x + attn(n2(x))),
+                Known("missing_norm_pre_norm", norm="norm1"): (lambda h: h + ff(n2(h)))(x + attn(x)),
+                Known("missing_norm_pre_norm", norm="norm2"): (lambda h: h + ff(h))(x + attn(n1(x))),
+                Known("extra_final_norm", norm="norm2"): n2((lambda h: h + ff(n2(h)))(x + attn(n1(x)))),
+                Known("extra_final_norm", norm="norm1"): n1((lambda h: h + ff(n2(h)))(x + attn(n1(x)))),
+                Known("mask_inverted", which=which): (lambda h: h + ff(n2(h)))(x + attn(n1(x), inverted)),
             }
-    return {code: _np(out) for code, out in wrong.items()}
+    return {key: _np(out) for key, out in wrong.items()}
 
 
 @exercise("encoder_layer", notebook="05_transformer", defines="EncoderLayer",
@@ -217,7 +248,7 @@ def check_encoder_layer(EncoderLayerClass: Any) -> str:
             same_in_eval_mode(student, args, names, what, out)
             if same(out, _np(x)):
                 raise Known("returns_input", what=what)
-            _match_layer(out, wrong_encoder_outputs(reference, x, mask))
+            _match_layer(out, wrong_encoder_outputs(reference, x, mask), what)
             _padding_leak(student, x, mask, what)
             raise Mistake(tr("encoder_layer:differs", "{what} ({name}) differs from the reference: {difference}.",
                              what=what, name=name, difference=first_difference(out, expected)))
@@ -282,12 +313,15 @@ DECODER_MISTAKES = {
     "no_memory_mask_pre_norm": "memory_mask is not passed to cross-attention in the pre-norm branch.",
     "norms_mixed_up_pre_norm": "the norms are mixed up in the pre-norm branch: norm1 before self-attention, norm2 "
                                "before cross-attention, norm3 before the feed-forward.",
+    "missing_norm_pre_norm": _MISSING_NORM,
+    "mask_inverted": _MASK_INVERTED,
     "memory_normalised": "in the pre-norm branch you normalise memory with norm2 before cross-attention: norm2 "
                          "normalises only the decoder's stream (the queries); memory, the encoder's output, already "
                          "went through the encoder's final LayerNorm: pass it as it is, as the keys and values.",
     # found by behaviour
     "future_leak": "{what}: changing the LAST target token changes the outputs of earlier positions, so the decoder "
-                   "can see the future: pass tgt_mask to the masked self-attention.",
+                   "can see the future: the masked self-attention needs tgt_mask, as it is given (True = may "
+                   "attend).",
     "no_dropout": _NO_DROPOUT,
     "dropout_on_residual_sum": _DROPOUT_ON_SUM,
     **_layer_setup_mistakes("DecoderLayer", "decoder_layer"),
@@ -295,8 +329,8 @@ DECODER_MISTAKES = {
 
 
 def wrong_decoder_outputs(layer: DecoderLayer, x: torch.Tensor, memory: torch.Tensor, tgt_mask: torch.Tensor,
-                          memory_mask: torch.Tensor) -> dict[str, np.ndarray]:
-    """The outputs of the common wrong forward passes of a DecoderLayer (eval mode): code -> output.
+                          memory_mask: torch.Tensor) -> dict[Any, np.ndarray]:
+    """The outputs of the common wrong forward passes of a DecoderLayer (eval mode): code (or Known) -> output.
 
     The post-norm mistakes for a layer with norm_first=False, the pre-norm ones for norm_first=True.
     Some mistakes (K and V from the decoder) only give an output when L_tgt == L_src: call it so.
@@ -320,8 +354,14 @@ def wrong_decoder_outputs(layer: DecoderLayer, x: torch.Tensor, memory: torch.Te
     def last(h2: torch.Tensor) -> torch.Tensor:  # the correct post-norm feed-forward sub-layer
         return n3(h2 + ff(h2))
 
-    post_norm: dict[str, Callable[[], torch.Tensor]] = {
+    padding_only = tgt_mask[..., -1:, :]  # the last query row of the causal mask hides nothing: the padding alone
+    inverted = {Known("mask_inverted", which="tgt_mask"): (~tgt_mask, memory_mask),
+                Known("mask_inverted", which="memory_mask"): (tgt_mask, ~memory_mask),
+                Known("mask_inverted", which=tr("decoder_layer:both_masks", "each mask")): (~tgt_mask, ~memory_mask)}
+
+    post_norm: dict[Any, Callable[[], torch.Tensor]] = {
         "no_causal_mask": lambda: post(n1(x + sa(x, None))),
+        Known("no_causal_mask"): lambda: post(n1(x + sa(x, padding_only))),
         "kv_from_decoder": lambda: post(n1(x + sa(x)), lambda h: ca(h, h)),
         "q_from_memory": lambda: (lambda h1: last(n2(h1 + layer.cross_attn(memory, h1, h1, memory_mask))))(
             n1(x + sa(x))),
@@ -329,6 +369,8 @@ def wrong_decoder_outputs(layer: DecoderLayer, x: torch.Tensor, memory: torch.Te
         "masks_swapped": lambda: post(n1(x + sa(x, memory_mask)), lambda h: ca(h, memory, tgt_mask)),
         "cross_attn_reads_input": lambda: (lambda h1: last(n2(h1 + ca(x))))(n1(x + sa(x))),
         "sublayers_out_of_order": lambda: (lambda h1: last(n2(h1 + sa(h1))))(n1(x + ca(x))),
+        Known("sublayers_out_of_order"): lambda: (lambda h1: (lambda h2: n3(h2 + ca(h2)))(n2(h1 + ff(h1))))(
+            n1(x + sa(x))),
         "no_residual_self_attention": lambda: post(n1(sa(x))),
         "no_residual_cross_attention": lambda: last(n2(ca(n1(x + sa(x))))),
         "no_residual_ff": lambda: (lambda h1: n3(ff(n2(h1 + ca(h1)))))(n1(x + sa(x))),
@@ -338,9 +380,15 @@ def wrong_decoder_outputs(layer: DecoderLayer, x: torch.Tensor, memory: torch.Te
         "norms_mixed_up": lambda: (lambda h1: (lambda h2: n1(h2 + ff(h2)))(n3(h1 + ca(h1))))(n2(x + sa(x))),
         "no_feed_forward": lambda: (lambda h1: n2(h1 + ca(h1)))(n1(x + sa(x))),
     }
-    pre_norm: dict[str, Callable[[], torch.Tensor]] = {
+    pre_norm: dict[Any, Callable[[], torch.Tensor]] = {
         "post_norm_instead_of_pre": lambda: post(n1(x + sa(x))),
         "no_causal_mask_pre_norm": lambda: pre(x + sa(n1(x), None)),
+        Known("no_causal_mask_pre_norm"): lambda: pre(x + sa(n1(x), padding_only)),
+        Known("missing_norm_pre_norm", norm="norm1"): lambda: pre(x + sa(x)),
+        Known("missing_norm_pre_norm", norm="norm2"): lambda: (lambda h1: (lambda h2: h2 + ff(n3(h2)))(h1 + ca(h1)))(
+            x + sa(n1(x))),
+        Known("missing_norm_pre_norm", norm="norm3"): lambda: (lambda h1: (lambda h2: h2 + ff(h2))(h1 + ca(n2(h1))))(
+            x + sa(n1(x))),
         "kv_from_decoder_pre_norm": lambda: pre(x + sa(n1(x)), lambda h: ca(h, h)),
         "residual_from_normed": lambda: (lambda h1: (lambda h2: n3(h2) + ff(n3(h2)))(n2(h1) + ca(n2(h1))))(
             n1(x) + sa(n1(x))),
@@ -349,11 +397,14 @@ def wrong_decoder_outputs(layer: DecoderLayer, x: torch.Tensor, memory: torch.Te
         "norms_mixed_up_pre_norm": lambda: (lambda h1: (lambda h2: h2 + ff(n1(h2)))(h1 + ca(n3(h1))))(x + sa(n2(x))),
         "memory_normalised": lambda: pre(x + sa(n1(x)), lambda h: ca(h, n2(memory))),
     }
+    for key, (own, cross) in inverted.items():
+        post_norm[key] = lambda own=own, cross=cross: post(n1(x + sa(x, own)), lambda h: ca(h, memory, cross))
+        pre_norm[key] = lambda own=own, cross=cross: pre(x + sa(n1(x), own), lambda h: ca(h, memory, cross))
     out = {}
     with torch.no_grad():
-        for code, make in (pre_norm if layer.norm_first else post_norm).items():
+        for key, make in (pre_norm if layer.norm_first else post_norm).items():
             try:
-                out[code] = _np(make())
+                out[key] = _np(make())
             except Exception:  # noqa: BLE001 - a mistake that cannot run at these shapes
                 continue
     return out
@@ -397,7 +448,7 @@ def check_decoder_layer(DecoderLayerClass: Any) -> str:
             expected = reference_output(reference, args)
             if not same(out, expected):
                 same_in_eval_mode(student, args, names, what, out)
-                _match_layer(out, wrong_decoder_outputs(reference, x, memory, tgt_mask, memory_mask))
+                _match_layer(out, wrong_decoder_outputs(reference, x, memory, tgt_mask, memory_mask), what)
                 _future_leak(student, x, memory, tgt_mask, memory_mask, what)
                 raise Mistake(tr("decoder_layer:differs", "{what} ({name}) differs from the reference: {difference}.",
                                  what=what, name=name, difference=first_difference(out, expected)))

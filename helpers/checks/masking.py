@@ -98,14 +98,31 @@ def padding_cases() -> list[tuple[np.ndarray, int]]:
 PADDING_MISTAKES = {
     "inverted": "the pads are marked True: " + INVERTED + " Real tokens are True, pads False.",
     "not_boolean": NOT_BOOLEAN,
-    "missing_singleton_axes": "{what} has shape {shape}, expected (batch, 1, 1, L) = {expected}: insert two "
-                              "axes of size 1 after the batch axis, one for the heads and one for the queries.",
-    "mask_on_queries": "{what} has shape {shape}: the padding is on the KEYS, the last axis: (batch, 1, 1, L) = "
-                       "{expected}, not (batch, L, 1, 1), which would mask query rows.",
+    "missing_singleton_axes": "{what} has shape {shape}, expected (batch, 1, 1, L) = {expected}: the mask needs "
+                              "four axes, with two axes of size 1 between the batch axis and the tokens' axis, one "
+                              "for the heads and one for the queries.",
+    "mask_on_queries": "{what} has shape {shape}: your L axis stands where the scores (batch, h, L_q, L_k) have the "
+                       "queries, so it would block query rows. The padding is on the KEYS, the LAST axis: "
+                       "(batch, 1, 1, L) = {expected}.",
+    "wrong_axis_order": "{what} has shape {shape}: the right values on axes in the wrong order. The mask is "
+                        "(batch, 1, 1, L) = {expected}: batch first, the tokens' axis last (the keys), the two axes "
+                        "of size 1 between them.",
+    "greater_than_pad": "{what}: you kept the tokens whose id is GREATER than pad_id = {pad_id}, but a real token's "
+                        "id can be smaller (here 0): a token is padding exactly when it EQUALS pad_id.",
     "compared_with_zero": "{what}: you compared with 0 instead of pad_id = {pad_id}: the padding token is the "
                           "one given as pad_id, which is not always 0.",
     "all_true": "{what} is True everywhere: the pads (tokens == pad_id) must be False.",
 }
+
+
+def _misplaced_axes(shape: tuple, batch: int, length: int, right: bool, inverted: bool) -> str | None:
+    """The code of a mask whose values, read in order, are right (or inverted) but whose shape is not: too few
+    axes, L on the query axis, or the four axes in another order. None when no code fits."""
+    if len(shape) < 4 and (right or inverted):
+        return "missing_singleton_axes"
+    if len(shape) == 4 and right:
+        return "mask_on_queries" if shape == (batch, 1, length, 1) else "wrong_axis_order"
+    return None
 
 
 @exercise("padding_mask", notebook="04_masking", defines="padding_mask",
@@ -122,8 +139,9 @@ def check_padding_mask(padding_fn: Callable) -> str:
         batch, length = tokens.shape
         if result.size == expected.size and result.shape != expected.shape:
             flat, right = result.reshape(batch, length), expected[:, 0, 0, :]
-            if np.array_equal(flat, right) or np.array_equal(flat, ~right):
-                code = "mask_on_queries" if result.shape == (batch, length, 1, 1) else "missing_singleton_axes"
+            code = _misplaced_axes(result.shape, batch, length, np.array_equal(flat, right),
+                                   np.array_equal(flat, ~right))
+            if code:  # the values (or their negation, with too few axes), on the wrong axes
                 raise Known(code, what=what, shape=result.shape, expected=expected.shape)
         expect_shape(result, expected.shape, what,
                      tr("padding_mask:shape_hint",
@@ -134,6 +152,8 @@ def check_padding_mask(padding_fn: Callable) -> str:
             raise Known("inverted")
         if pad_id != 0 and np.array_equal(result, padding_mask(tokens, 0)):
             raise Known("compared_with_zero", what=what, pad_id=pad_id)
+        if np.array_equal(result, (tokens > pad_id)[:, None, None, :]):
+            raise Known("greater_than_pad", what=what, pad_id=pad_id)
         if result.all():
             raise Known("all_true", what=what)
         index = tuple(int(i) for i in np.argwhere(result != expected)[0])
@@ -171,9 +191,9 @@ MASKED_SOFTMAX_MISTAKES = {
                              "large negative fill like -1e9 is not enough. Set the weights of blocked keys to "
                              "exactly 0 after the softmax.",
     "inverted": "your mask is inverted: " + INVERTED + " Keep the scores where mask is True.",
-    "scores_multiplied_by_mask": "you multiplied the scores by the mask: a blocked key gets score 0, not -inf, so "
-                                 "it still receives weight. Blocked scores must be replaced by -inf, not "
-                                 "multiplied.",
+    "scores_multiplied_by_mask": "your blocked keys get score 0 (the scores multiplied by the mask, or filled with "
+                                 "0), not -inf, so they still receive weight. Blocked scores must be replaced by "
+                                 "-inf.",
     "mask_after_softmax": "the mask is applied after the softmax without renormalising: the rows no longer sum to "
                           "1. Mask the scores BEFORE the softmax.",
     "mask_ignored": "you ignored the mask: blocked keys (mask == False) must get zero weight.",

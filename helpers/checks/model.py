@@ -38,9 +38,16 @@ TRANSFORMER_MISTAKES = {
                      "positions), False what is blocked.",
     "tgt_mask_no_padding": "make_tgt_mask is only the causal mask: combine it (logical and) with the padding mask of "
                            "the target ids, so that no position attends to target padding.",
-    "no_causal_mask": "the decoder's self-attention does not get the causal mask, so position i sees the target "
-                      "tokens after it: make_tgt_mask combines the causal mask with the target's padding mask, and "
-                      "decode gives that mask to every decoder layer.",
+    "no_causal_mask": "position i sees the target tokens after it: the decoder's self-attention needs the causal "
+                      "mask. make_tgt_mask combines the causal mask with the target's padding mask, and decode gives "
+                      "that mask, as it is, to every decoder layer.",
+    "tgt_mask_upper_triangle": "make_tgt_mask(tgt) keeps the UPPER triangle: query i may attend to the keys j <= i, "
+                               "the LOWER triangle, diagonal included (combined with the target's padding mask).",
+    "tgt_padding_on_queries": "make_tgt_mask(tgt) puts the target's padding on the query axis, (batch, 1, L_tgt, 1): "
+                              "padding blocks KEYS, so the padding mask is (batch, 1, 1, L_tgt), combined with the "
+                              "causal (L_tgt, L_tgt) mask.",
+    "wrong_embedding_scale": "the {side} embeddings are multiplied by {scale}: the scale is sqrt(d_model) = "
+                             "{sqrt_d_model} (section 3.4 of the paper), whatever the vocabulary size.",
     "no_sqrt_d_model": "the {side} embeddings are not multiplied by sqrt(d_model): scale the embedding vectors by "
                        "sqrt(d_model) before the positional encoding is added (section 3.4 of the paper).",
     "sqrt_after_positional": "on the {side} side the sum of the embedding and the positional encoding is multiplied "
@@ -52,10 +59,12 @@ TRANSFORMER_MISTAKES = {
                                   "self.positional too, or the decoder cannot tell the positions apart.",
     "embeddings_swapped": "the {side} ids go through the other side's embedding: source ids through self.src_embed, "
                           "target ids through self.tgt_embed.",
-    "src_mask_not_in_encoder": "the encoder's self-attention does not get the source padding mask, so real source "
-                               "tokens attend to padding: give src_mask to every encoder layer.",
-    "src_mask_not_in_cross_attention": "cross-attention does not get the source padding mask, so the decoder reads "
-                                       "the source's padding: every decoder layer needs src_mask as its memory mask.",
+    "src_mask_not_in_encoder": "real source tokens attend to padding (more padding changes their memory): the "
+                               "encoder's self-attention needs the source padding mask: give src_mask, as it is, to "
+                               "every encoder layer.",
+    "src_mask_not_in_cross_attention": "the decoder reads the source's padding (the logits change with the memory "
+                                       "at padded source positions): every decoder layer's cross-attention needs "
+                                       "src_mask, as it is, as its memory mask, and the memory as encode returns it.",
     "memory_not_used": "the decoder does not read the encoder's output: every decoder layer must get the memory "
                        "(the output of encode) for its cross-attention, so that the output depends on the source.",
     "layers_not_chained": "the {stack} layers are not chained: each layer must read the output of the one before "
@@ -95,13 +104,17 @@ def _ids(rows: list[list[int]]) -> torch.Tensor:
 
 
 def _model_inputs(l_src: int, l_tgt: int) -> tuple[torch.Tensor, torch.Tensor]:
-    """src (3, l_src) ids in 3..10 (so either embedding can read them), padded; tgt (3, l_tgt) starting with 1."""
+    """src (3, l_src) ids in 3..10 (so either embedding can read them), padded; tgt (3, l_tgt) starting with 1.
+    Each holds a real token of id 0, so that a mask comparing the ids with 0 is told apart from one that ignores
+    the padding."""
     gen = torch.Generator().manual_seed(10 * l_src + l_tgt)
     src = torch.randint(3, TGT_VOCAB, (3, l_src), generator=gen)
+    src[0, 2] = 0
     src[1, -3:] = PAD
     src[2, -1:] = PAD
     tgt = torch.randint(3, TGT_VOCAB, (3, l_tgt), generator=gen)
     tgt[:, 0] = 1
+    tgt[2, 2] = 0
     tgt[1, -2:] = PAD
     return src, tgt
 
@@ -134,11 +147,15 @@ def _student_model(cls: type, reference: Transformer) -> nn.Module:
     return student.double().eval()
 
 
-def _embed(model: Transformer, ids: torch.Tensor, table: nn.Embedding, scale: str | None = "before",
+def _embed(model: Transformer, ids: torch.Tensor, table: nn.Embedding, scale: str | float | None = "before",
            positional: bool = True) -> torch.Tensor:
+    """The embeddings scaled by sqrt(d_model) "before" or "after" the positional encoding, not at all (None), or
+    by another number."""
     x = table(ids)
     if scale == "before":
         x = x * math.sqrt(model.d_model)
+    elif isinstance(scale, (int, float)):
+        x = x * scale
     if positional:
         x = model.positional(x)
     if scale == "after":
@@ -147,29 +164,35 @@ def _embed(model: Transformer, ids: torch.Tensor, table: nn.Embedding, scale: st
 
 
 def _encode(model: Transformer, src: torch.Tensor, src_mask: torch.Tensor | None, *, table: str = "src",
-            scale: str | None = "before", positional: bool = True, mask: bool = True, chain: bool = True,
-            final_norm: bool = True) -> torch.Tensor:
-    """model.encode with the given bugs."""
+            scale: str | float | None = "before", positional: bool = True, mask: bool | str = True,
+            chain: bool = True, final_norm: bool = True) -> torch.Tensor:
+    """model.encode with the given bugs (mask: True, False or "inverted")."""
     x = _embed(model, src, getattr(model, f"{table}_embed"), scale, positional)
+    given = ~src_mask if mask == "inverted" else src_mask if mask else None
     out = x
     for layer in model.encoder.layers:
-        out = layer(out if chain else x, src_mask if mask else None)
+        out = layer(out if chain else x, given)
     return model.encoder.norm(out) if final_norm else out
 
 
 def _decode(model: Transformer, tgt: torch.Tensor, memory: torch.Tensor, src_mask: torch.Tensor | None,
-            tgt_mask: torch.Tensor | None, *, table: str = "tgt", scale: str | None = "before",
-            positional: bool = True, self_mask: str = "given", cross_mask: bool = True, chain: bool = True,
+            tgt_mask: torch.Tensor | None, *, table: str = "tgt", scale: str | float | None = "before",
+            positional: bool = True, self_mask: str = "given", cross_mask: bool | str = True, chain: bool = True,
             final_norm: bool = True, read_memory: bool = True, output: str = "logits") -> torch.Tensor:
-    """model.decode with the given bugs."""
+    """model.decode with the given bugs (cross_mask: True, False or "inverted"; output: "logits", "softmax",
+    "log_softmax" or "hidden", the vectors before the generator)."""
     y = _embed(model, tgt, getattr(model, f"{table}_embed"), scale, positional)
-    own = {"given": tgt_mask, "none": None, "padding": padding_mask(tgt, model.pad_id)}[self_mask]
+    own = {"given": tgt_mask, "none": None, "padding": padding_mask(tgt, model.pad_id),
+           "inverted": None if tgt_mask is None else ~tgt_mask}[self_mask]
+    cross = ~src_mask if cross_mask == "inverted" else src_mask if cross_mask else None
     out = y
     for layer in model.decoder.layers:
         h = out if chain else y
-        out = layer(h, memory if read_memory else h, own, src_mask if cross_mask else None)
+        out = layer(h, memory if read_memory else h, own, cross)
     if final_norm:
         out = model.decoder.norm(out)
+    if output == "hidden":
+        return out
     logits = model.generator(out)
     if output == "softmax":
         return torch.softmax(logits, dim=-1)
@@ -196,6 +219,9 @@ def wrong_encodings(model: Transformer, src: torch.Tensor, src_mask: torch.Tenso
         "src_mask_not_in_encoder": lambda: _encode(model, src, src_mask, mask=False),
         Known("layers_not_chained", stack="encoder"): lambda: _encode(model, src, src_mask, chain=False),
         Known("embeddings_swapped", side=_side("source")): lambda: _encode(model, src, src_mask, table="tgt"),
+        Known("mask_inverted", which=tr("transformer:src_mask_in_encoder", "the src_mask given to the encoder "
+                                        "layers")): lambda: _encode(model, src, src_mask, mask="inverted"),
+        **_scales(model, "source", model.src_vocab_size, lambda scale: _encode(model, src, src_mask, scale=scale)),
     }
     if model.norm_first:
         make[Known("no_final_norm", stack="encoder")] = lambda: _encode(model, src, src_mask, final_norm=False)
@@ -220,6 +246,11 @@ def wrong_decodes(model: Transformer, tgt: torch.Tensor, memory: torch.Tensor, s
         Known("returns_probabilities"): run(output="softmax"),
         Known("returns_probabilities"): run(output="log_softmax"),
         "memory_not_used": run(read_memory=False),
+        Known("mask_inverted", which=tr("transformer:src_mask_in_cross", "the src_mask given to cross-attention")):
+            run(cross_mask="inverted"),
+        Known("mask_inverted", which=tr("transformer:tgt_mask_in_decoder", "the tgt_mask given to the decoder "
+                                        "layers")): run(self_mask="inverted"),
+        **_scales(model, "target", model.tgt_vocab_size, lambda scale: run(scale=scale)()),
     }
     if model.norm_first:
         make[Known("no_final_norm", stack="decoder")] = run(final_norm=False)
@@ -236,7 +267,22 @@ def wrong_forwards(model: Transformer, src: torch.Tensor, tgt: torch.Tensor) -> 
         "src_mask_not_in_cross_attention": lambda: model.decode(tgt, model.encode(src, src_mask), None, tgt_mask),
         "memory_not_used": lambda: model.decode(tgt, embedded, src_mask, tgt_mask),
         Known("memory_not_used"): lambda: model.decode(tgt, model.src_embed(src), src_mask, tgt_mask),
+        Known("mask_inverted", which=tr("transformer:src_mask_in_cross", "the src_mask given to cross-attention")):
+            lambda: model.decode(tgt, model.encode(src, src_mask), ~src_mask, tgt_mask),
+        Known("mask_inverted", which=tr("transformer:src_mask_in_forward", "the src_mask forward gives to encode "
+                                        "and decode")):
+            lambda: model.decode(tgt, model.encode(src, ~src_mask), ~src_mask, tgt_mask),
     })
+
+
+def _scales(model: Transformer, side: str, vocab: int, run: Callable[[float], torch.Tensor]) -> dict:
+    """The embeddings scaled by another number than sqrt(d_model): Known(wrong_embedding_scale) -> the function
+    that computes it."""
+    d_model, heads = model.d_model, model.num_heads
+    scales = {f"sqrt({vocab})": math.sqrt(vocab), f"d_model = {d_model}": d_model,
+              f"sqrt(d_k) = sqrt({d_model // heads})": math.sqrt(d_model // heads)}
+    return {Known("wrong_embedding_scale", side=_side(side), scale=label, sqrt_d_model=f"{math.sqrt(d_model):.3g}"):
+            (lambda value=value: run(value)) for label, value in scales.items()}
 
 
 def _compare_mask(result: Any, expected: torch.Tensor, which: str, wrong: dict[Any, torch.Tensor], hint: str) -> None:
@@ -280,9 +326,21 @@ def _check_masks(student: nn.Module, reference: Transformer, src: torch.Tensor, 
     _compare_mask(_mask_of(student.make_tgt_mask, tgt, "tgt"), reference.make_tgt_mask(tgt), "make_tgt_mask(tgt)",
                   {Known("tgt_mask_no_padding"): causal_mask_torch(length)[None, None],
                    Known("no_causal_mask"): padding_mask(tgt, PAD),
+                   Known("tgt_mask_upper_triangle"): padding_mask(tgt, PAD) & causal_mask_torch(length).T,
+                   Known("tgt_mask_upper_triangle"): padding_mask(tgt, PAD) & ~causal_mask_torch(length),
+                   Known("tgt_padding_on_queries"): (tgt != PAD)[:, None, :, None] & causal_mask_torch(length),
                    Known("pad_id_hardcoded", which="make_tgt_mask(tgt)", pad_id=PAD): decoder_mask(tgt, 0)},
                   tr("transformer:tgt_mask_shape", "The target mask has shape (batch, 1, L_tgt, L_tgt): the causal "
                      "(L_tgt, L_tgt) mask combined with the target's padding mask (batch, 1, 1, L_tgt)."))
+
+
+def _error_only(message: str) -> str:
+    """"RuntimeError: ..." out of a raised_error message, without the line it came from, cut at a word (at most
+    about 120 characters), never in the middle of a code span."""
+    error = message.split(" raised ", 1)[-1].split(" (at line")[0].strip()
+    if len(error) > 120:
+        error = error[:117].rsplit(" ", 1)[0] + " ..."
+    return error.replace("`", "'")
 
 
 def _check_mask_devices(student: nn.Module, src: torch.Tensor, tgt: torch.Tensor) -> None:
@@ -293,7 +351,7 @@ def _check_mask_devices(student: nn.Module, src: torch.Tensor, tgt: torch.Tensor
             mask = call(getattr(student, method), ids.to("meta"))
         except Mistake as error:
             if "device" in str(error):
-                raise Known("mask_wrong_device", which=which, detail=str(error).split(" raised ", 1)[-1][:90]) from None
+                raise Known("mask_wrong_device", which=which, detail=_error_only(str(error))) from None
             continue  # code that needs the ids' values (meta tensors have none) cannot be checked this way
         device = getattr(mask, "device", None)
         if device is not None and device.type != "meta":
@@ -336,8 +394,12 @@ def _check_decode(student: nn.Module, reference: Transformer, src: torch.Tensor,
               "L_src={l_src}, L_tgt={l_tgt}", label=label, l_src=src.shape[1], l_tgt=length)
     out = student_output(student.decode, (tgt, memory, src_mask, tgt_mask), ("tgt", "memory", "src_mask", "tgt_mask"),
                          what)
-    if out.shape == (batch, length, D_MODEL):
-        raise Known("no_generator")
+    if out.shape == (batch, length, D_MODEL) != (batch, length, vocab):
+        with torch.no_grad():
+            hidden = [_np(_decode(reference, tgt, memory, src_mask, tgt_mask, final_norm=final, output="hidden"))
+                      for final in (True, False)]
+        if any(same(out, h) for h in hidden):  # the decoder's vectors, with or without the final norm
+            raise Known("no_generator")
     expect_shape(out, (batch, length, vocab), what,
                  tr("transformer:decode_shape", "decode returns logits, (batch, L_tgt, tgt_vocab_size)."))
     expect_finite(out, what)

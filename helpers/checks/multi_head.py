@@ -38,6 +38,9 @@ COMBINE_MISTAKES = {
                          "order (batch, L, h, d_k), not (batch, L, d_k, h).",
     "not_reshaped": "{what} has shape {shape}: after exchanging the axes, the last two (h, d_k) still have "
                     "to be merged into one of h * d_k, giving {expected}.",
+    "h_and_d_k_exchanged": "you exchanged the h axis with the d_k axis (axes 1 and 3): exchange it with the L axis "
+                           "(axes 1 and 2), so that the array is (batch, L, h, d_k) before its last two axes are "
+                           "merged.",
     "heads_reversed": "you concatenated the heads in reverse order (the last head's features first). Keep the "
                       "head order: head 0's d_k features take columns 0 .. d_k - 1, head 1's the next d_k, ...",
 }
@@ -75,7 +78,7 @@ def check_split_heads(split_fn: Callable) -> str:
                   num_heads=num_heads)
         result = to_array(call(split_fn, x.copy(), num_heads), what)
         expected_shape = (batch, num_heads, length, d_k)
-        if result.shape == (batch, length, num_heads, d_k):
+        if result.shape == (batch, length, num_heads, d_k) and same(result, x.reshape(batch, length, num_heads, d_k)):
             raise Known("axes_not_swapped", what=what, shape=result.shape, expected=expected_shape)
         expect_shape(result, expected_shape, what, tr("split_heads:shape_hint", "The result is (batch, h, L, d_k)."))
         compare(result, split_heads(x, num_heads), wrong_splits(x, num_heads), what)
@@ -89,6 +92,7 @@ def wrong_combines(x: np.ndarray) -> dict:
         "reshape_without_transpose": x.reshape(batch, length, heads * d_k),
         "heads_interleaved": x.transpose(0, 2, 3, 1).reshape(batch, length, heads * d_k),
         "heads_reversed": x[:, ::-1].transpose(0, 2, 1, 3).reshape(batch, length, heads * d_k),
+        "h_and_d_k_exchanged": x.swapaxes(1, 3).reshape(batch, length, heads * d_k),
     }
 
 
@@ -104,7 +108,7 @@ def check_combine_heads(combine_fn: Callable) -> str:
         what = tr("combine_heads:what", "combine_heads(<x of shape {shape}>)", shape=heads.shape)
         result = to_array(call(combine_fn, heads.copy()), what)
         expected_shape = (batch, length, h * d_k)
-        if result.shape == (batch, length, h, d_k):
+        if result.shape == (batch, length, h, d_k) and same(result, heads.transpose(0, 2, 1, 3)):
             raise Known("not_reshaped", what=what, shape=result.shape, expected=expected_shape)
         expect_shape(result, expected_shape, what,
                      tr("combine_heads:shape_hint", "The result is (batch, L, h * d_k)."))
@@ -126,10 +130,15 @@ MHA_MISTAKES = {
     "weights_transposed": "the weight matrices are used transposed: in the row-vector convention the inputs "
                           "multiply w_q, w_k, w_v and w_o from the left, as they are (Q = x_q W^Q).",
     "mask_ignored": "you ignored the mask: pass it to the attention of every head (it broadcasts over h).",
+    "mask_inverted": "your mask is inverted: True means MAY attend, so the scores to block are those where the mask is "
+                     "False. Pass the mask as it is given.",
     "k_v_swapped": "the keys and the values use each other's projection: K = x_kv w_k and V = x_kv w_v, not "
                    "the other way round.",
-    "weights_averaged_over_heads": "{what}: the weights have shape {shape}; keep one matrix per head, "
-                                   "(batch, h, L_q, L_k) = {expected}, without averaging over the heads.",
+    "weights_averaged_over_heads": "{what}: your weights, of shape {shape}, are the average of the heads' weights; "
+                                   "keep one matrix per head, (batch, h, L_q, L_k) = {expected}.",
+    "not_scaled": "the scores are not scaled: each head divides them by sqrt(d_k), with d_k = d_model / h = {d_k}.",
+    "softmax_wrong_axis": "the softmax runs over the queries: each query's weights over the KEYS must sum to 1, so "
+                          "the softmax runs over the last axis of the scores (batch, h, L_q, L_k).",
     "output_wrong_weights_right": "{what}: the weights are right but the output is not ({difference}). "
                                   "Combine the heads, then multiply by w_o.",
 }
@@ -157,15 +166,23 @@ def mha_cases() -> list[tuple[str, dict]]:
 
 
 def _mha_variant(x_q, x_kv, w_q, w_k, w_v, w_o, num_heads, mask, *, scale=None, split=split_heads,
-                 combine=combine_heads, use_w_o=True, transpose_w=False, ignore_mask=False, swap_k_v=False):
+                 combine=combine_heads, use_w_o=True, transpose_w=False, ignore_mask=False, swap_k_v=False,
+                 softmax_axis=-1, invert_mask=False):
     if transpose_w:
         w_q, w_k, w_v, w_o = w_q.T, w_k.T, w_v.T, w_o.T
     if swap_k_v:
         w_k, w_v = w_v, w_k
+    if invert_mask and mask is not None:
+        mask = ~mask
     q, k, v = split(x_q @ w_q, num_heads), split(x_kv @ w_k, num_heads), split(x_kv @ w_v, num_heads)
     d_k = q.shape[-1]
     scores = q @ np.swapaxes(k, -1, -2) / (math.sqrt(d_k) if scale is None else scale)
-    weights = masked_softmax(scores, None if ignore_mask else mask)
+    if softmax_axis == -1:
+        weights = masked_softmax(scores, None if ignore_mask else mask)
+    else:  # the softmax over the queries
+        filled = scores if mask is None else np.where(mask, scores, -np.inf)
+        weights = np.exp(filled - filled.max(axis=softmax_axis, keepdims=True))
+        weights = weights / weights.sum(axis=softmax_axis, keepdims=True)
     heads = combine(weights @ v)
     return (heads @ w_o if use_w_o else heads), weights
 
@@ -191,10 +208,22 @@ def wrong_multi_heads(case: dict) -> dict:
         "reshape_without_transpose": dict(split=_split_mixed, combine=_combine_mixed),
         "weights_transposed": dict(transpose_w=True),
         "k_v_swapped": dict(swap_k_v=True),
+        Known("not_scaled", d_k=d_model // h): dict(scale=1.0),
+        "softmax_wrong_axis": dict(softmax_axis=-2),
     }
     if case["mask"] is not None:
         wrong["mask_ignored"] = dict(ignore_mask=True)
+        wrong["mask_inverted"] = dict(invert_mask=True)
     return {key: _mha_variant(**case, **options) for key, options in wrong.items()}
+
+
+def _kv_from_x_q(case: dict) -> tuple[np.ndarray, np.ndarray] | None:
+    """What the attention gives with the keys and values computed from x_q (None where it cannot run)."""
+    try:
+        with np.errstate(all="ignore"):
+            return _mha_variant(**{**case, "x_kv": case["x_q"]})
+    except ValueError:
+        return None
 
 
 @exercise("multi_head_attention", notebook="03_multi_head_attention", defines="multi_head_attention",
@@ -211,10 +240,11 @@ def check_multi_head_attention(mha_fn: Callable) -> str:
         expected_out, expected_w = multi_head_attention(**case)
         batch, length_q, _ = case["x_q"].shape
         length_k = case["x_kv"].shape[1]
-        if weights.shape == (batch, length_q, length_k):
+        if weights.shape == (batch, length_q, length_k) and same(weights, expected_w.mean(axis=1)):
             raise Known("weights_averaged_over_heads", what=what, shape=weights.shape, expected=expected_w.shape)
         if weights.shape[:-1] == expected_w.shape[:-1] and weights.shape[-1] == length_q != length_k:
-            raise Known("kv_from_x_q", what=what, length_q=length_q, length_k=length_k)
+            match_known((output, weights), {Known("kv_from_x_q", what=what, length_q=length_q, length_k=length_k):
+                                            _kv_from_x_q(case)})
         expect_shape(weights, expected_w.shape, tr("harness:part_weights", "{what}: weights", what=what),
                      tr("multi_head_attention:weights_shape", "The weights are (batch, h, L_q, L_k)."))
         expect_shape(output, expected_out.shape, tr("harness:part_output", "{what}: output", what=what),

@@ -35,6 +35,11 @@ POSITION_MISTAKES = {
                         "pos / 10000^(2i/d_model): use the column index itself, or count pairs and double once.",
     "cos_own_index": "the cosine columns use their own index in the exponent: column 2i+1 must use the same "
                      "angle as column 2i, pos / 10000^(2i/d_model), not pos / 10000^((2i+1)/d_model).",
+    "same_function_twice": "you used {name} on both columns of each pair: sin goes on the even column 2i, cos on the "
+                           "odd column 2i+1, both with the angle pos / 10000^(2i/d_model).",
+    "exponent_zero": "every pair has the frequency of the first one (the angle is pos on every column): the exponent "
+                     "2i/d_model came out as 0, which an integer division gives. Divide as real numbers, so that "
+                     "the exponent grows from 0 towards 1.",
     "multiplied": "you multiplied by 10000^(2i/d_model) instead of dividing: the angle is pos / 10000^(2i/d_model).",
     "positions_from_1": "your positions start at 1: the first row is position 0, so it must be (0, 1, 0, 1, ...).",
     "wrong_base": "the base looks like {base} instead of 10000: the angle is pos / 10000^(2i/d_model).",
@@ -66,6 +71,9 @@ def wrong_position_matrices(seq_length: int, embed_size: int) -> dict:
         "exponent_doubled": _interleave(np.sin(pos / 10000 ** (2 * two_i / embed_size)),
                                         np.cos(pos / 10000 ** (2 * two_i / embed_size))),
         "positions_from_1": positional_encoding(seq_length + 1, embed_size)[1:],
+        Known("same_function_twice", name="sin"): _interleave(np.sin(angles), np.sin(angles)),
+        Known("same_function_twice", name="cos"): _interleave(np.cos(angles), np.cos(angles)),
+        "exponent_zero": _interleave(np.sin(pos + 0 * two_i), np.cos(pos + 0 * two_i)),
     }
     for base in (1000.0, 100000.0, np.e, 2.0):  # base 100 is the same as the i-for-2i mistake
         wrong[Known("wrong_base", base=f"{base:g}")] = positional_encoding(seq_length, embed_size, base=base)
@@ -81,7 +89,8 @@ def check_create_position_matrix(create_position_matrix) -> str:
     for seq_length, embed_size in SIZES:
         what = f"create_position_matrix({seq_length}, {embed_size})"
         result = to_array(call(create_position_matrix, seq_length, embed_size), what)
-        if result.shape == (embed_size, seq_length) and seq_length != embed_size:
+        if result.shape == (embed_size, seq_length) != (seq_length, embed_size) and same(
+                result, positional_encoding(seq_length, embed_size).T):
             raise Known("rows_columns_swapped", what=what, shape=result.shape)
         expect_shape(result, (seq_length, embed_size), what,
                      tr("create_position_matrix:shape_hint", "One row per position (seq_length rows), one column "
@@ -173,6 +182,9 @@ ROPE_MISTAKES = {
                           "use the same angle pos * w_i, with w_i = 1 / 10000^(2i/d).",
     "leading_axes": "your function is right for x of shape (L, d) but not for x of shape {shape}: the positions "
                     "run along the second-to-last axis and the pairs along the last one, whatever axes come before.",
+    "overwritten_before_use": "your second line reads the even entries you had just rotated: both new values of a "
+                              "pair are computed from the OLD pair (x_2i, x_2i+1). Keep the old values (or compute "
+                              "both results) before writing either.",
     "modified_input": "your function changed the array x it was given: a slice of a NumPy array is a view, so "
                       "writing into it writes into x. Build the result in a new array.",
 }
@@ -205,7 +217,16 @@ def wrong_ropes(x: np.ndarray, positions: np.ndarray) -> dict:
         "added_encoding": x + positional_encoding(int(pos.max()) + 1, d)[positions],
         "i_for_2i": _rotate_pairs(x, even, odd, pos / 10000 ** (even / 2 / d)),
         "column_frequencies": column_wise,
+        "overwritten_before_use": _overwritten_first(x, even, odd, pos * w),
     }
+
+
+def _overwritten_first(x: np.ndarray, first: np.ndarray, second: np.ndarray, angles: np.ndarray) -> np.ndarray:
+    """The rotation whose second line reads the already rotated first entries of each pair."""
+    out = np.array(x, dtype=np.float64)
+    out[..., first] = x[..., first] * np.cos(angles) - x[..., second] * np.sin(angles)
+    out[..., second] = out[..., first] * np.sin(angles) + x[..., second] * np.cos(angles)
+    return out
 
 
 def _right_per_head(apply_rope_fn, x: np.ndarray, positions: np.ndarray) -> bool:
@@ -251,9 +272,9 @@ def check_apply_rope(apply_rope_fn) -> str:
             if not np.array_equal(given, x):
                 raise Known("modified_input")
             continue
-        match_known(result, wrong_ropes(x, positions))
-        if not np.array_equal(given, x):
+        if not np.array_equal(given, x):  # first: writing into x also makes the values wrong
             raise Known("modified_input")
+        match_known(result, wrong_ropes(x, positions))
         if number and _right_per_head(apply_rope_fn, x, positions):
             raise Known("leading_axes", shape=shape)
         compare(result, expected, {}, what)

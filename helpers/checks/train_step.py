@@ -35,6 +35,11 @@ TRAIN_STEP_MISTAKES = {
                        "call `optimizer.step()` first, then `scheduler.step()`.",
     "no_scheduler_step": "your learning rate never changes: call `scheduler.step()` after `optimizer.step()`.",
     "eval_mode": "your step trains the model in evaluation mode (dropout off): call `model.train()` first.",
+    "shift_reversed": "the shift goes the wrong way: the decoder reads `tgt[:, :-1]` (everything but the last token) "
+                      "and its output is scored against `tgt[:, 1:]` (everything but the start token), the next "
+                      "token at each position.",
+    "gradient_clipped": "your step clips the gradients: the paper does not, and neither does this course's step "
+                        "(the rest of your step is right). Remove the clipping.",
 }
 
 
@@ -106,6 +111,32 @@ def _eval_mode(model, src, tgt, optimizer, scheduler, loss_fn):
     return loss.item()
 
 
+def _shift_reversed(model, src, tgt, optimizer, scheduler, loss_fn):
+    model.train()
+    loss = loss_fn(model(src, tgt[:, 1:]), tgt[:, :-1])
+    optimizer.zero_grad()
+    loss.backward()
+    optimizer.step()
+    scheduler.step()
+    return loss.item()
+
+
+def _clipped(max_norm: float) -> Callable:
+    """The right step with the gradients' norm clipped to max_norm before the optimizer's step."""
+    def step(model, src, tgt, optimizer, scheduler, loss_fn):
+        model.train()
+        loss = loss_fn(model(src, tgt[:, :-1]), tgt[:, 1:])
+        optimizer.zero_grad()
+        loss.backward()
+        torch.nn.utils.clip_grad_norm_(model.parameters(), max_norm)
+        optimizer.step()
+        scheduler.step()
+        return loss.item()
+    return step
+
+
+CLIP_NORMS = (1.0, 0.5, 0.1, 5.0, 0.01)  # the usual max_norm values, the most common first
+
 WRONG_STEPS: dict[str, list[Callable]] = {
     "no_zero_grad": [_no_zero_grad],
     "zero_grad_after_backward": [_zero_grad_after_backward],
@@ -113,6 +144,8 @@ WRONG_STEPS: dict[str, list[Callable]] = {
     "scheduler_first": [_scheduler_first],
     "no_scheduler_step": [_no_scheduler_step],
     "eval_mode": [_eval_mode],
+    "shift_reversed": [_shift_reversed],
+    "gradient_clipped": [_clipped(norm) for norm in CLIP_NORMS],
 }
 
 

@@ -49,6 +49,10 @@ LR_MISTAKES = {
                  "which keeps the first steps small.",
     "power_precedence": "an exponent is off: in Python `x ** -1/2` is (x ** -1) / 2, not x ** (-1/2). Write the "
                         "exponents as -0.5 and -1.5, or in parentheses.",
+    "d_model_factor_inverted": "your factor in front is sqrt(d_model); it is d_model^-0.5 = 1 / sqrt(d_model), which "
+                               "makes the rate SMALLER for wider models.",
+    "warmup_without_step": "during the warm-up your rate does not grow: the warm-up branch is step * warmup^-1.5, "
+                           "the step times a constant, so that the rate rises linearly until step = warmup.",
     "d_model_warmup_swapped": "d_model and warmup are exchanged: the factor in front is d_model^-0.5, and the warm-up "
                               "branch is step * warmup^-1.5.",
     "not_a_number": "{what} returned {kind}: return one real number, a Python float (LambdaLR multiplies the "
@@ -74,6 +78,8 @@ def wrong_rates(cases: list[tuple[int, int, int]] = LR_CASES) -> dict[Any, np.nd
         "max_instead_of_min": rates(pick=max),
         "no_warmup": rates(pick=lambda decay, warm: decay),
         "d_model_warmup_swapped": np.array([_rate(s, w, d) for s, d, w in cases]),
+        "d_model_factor_inverted": rates(d_exp=0.5),
+        "warmup_without_step": np.array([d ** -0.5 * min(s ** -0.5, w ** -1.5) for s, d, w in cases]),
     }
     # `x ** -1/2` for any of the three powers (d_model ** -1/2, step ** -1/2, warmup ** -3/2).
     for bits in range(1, 8):
@@ -142,9 +148,10 @@ def check_transformer_lr(transformer_lr_fn: Any) -> str:
 LOSS_MISTAKES = {
     "padding_not_ignored": "the padded target positions count in your loss: average only over the positions whose "
                            "target is not pad_id, as if the pads were not there.",
-    "smoothing_mass_wrong": "your smoothed target spreads the mass differently: this course uses the paper's (and "
-                            "PyTorch's) form, eps / V on EVERY token, so the right token gets 1 - eps + eps / V. "
-                            "(Spreading eps over the V - 1 wrong tokens is another convention, used elsewhere.)",
+    "smoothing_mass_wrong": "your smoothed target spreads the mass differently: this course uses the form of "
+                            "Szegedy et al. (2016), which PyTorch's label_smoothing= implements: eps / V on EVERY "
+                            "token, so the right token gets 1 - eps + eps / V. (The paper only gives eps = 0.1; its "
+                            "code, tensor2tensor, spreads eps over the V - 1 wrong tokens instead.)",
     "not_averaged_over_real_tokens": "your loss is not the mean over the real (non-pad) target tokens: divide the "
                                      "sum of their losses by how many there are, not by the number of all positions "
                                      "or sentences (and do not return the sum).",
@@ -163,8 +170,11 @@ LOSS_MISTAKES = {
                       "log is -inf. Use torch.log_softmax(logits, dim=-1), which computes the log-probabilities in "
                       "one stable step (without overflow).",
     "annotated_smoothing": "you smooth as the Annotated Transformer does (eps / (V - 2) on the other tokens, 0 in the "
-                           "pad column): this course uses the paper's and PyTorch's form, eps / V on EVERY token and "
-                           "1 - eps + eps / V on the right one, and the mean cross-entropy over the real tokens.",
+                           "pad column): this course uses the form of Szegedy et al. (2016), which PyTorch's "
+                           "label_smoothing= implements, eps / V on EVERY token and 1 - eps + eps / V on the right "
+                           "one, and the mean cross-entropy over the real tokens.",
+    "sign_flipped": "your loss is negative, minus the right value: the cross-entropy is MINUS the sum of the smoothed "
+                    "target times log_softmax(logits), a positive number that training makes smaller.",
     "changes_input": TORCH_MISTAKES["changes_input"],
     "wrong_gradients": TORCH_MISTAKES["wrong_gradients"],
 }
@@ -215,6 +225,7 @@ def wrong_losses(logits: torch.Tensor, target: torch.Tensor, eps: float, pad_id:
         Known("averaged_over_vocabulary"): masked / n / v,
         Known("averaged_over_vocabulary"): loss.mean() / v,
         "kl_divergence": masked / n - floor,
+        "sign_flipped": -masked / n,
     }
     # The Annotated Transformer: eps / (V - 2) on the other tokens, 1 - eps on the right one, 0 in the pad column;
     # as a cross-entropy or a KL divergence, averaged over the real tokens or summed.

@@ -54,14 +54,19 @@ def _schedule_title(lr: Sequence[float]) -> str:
     return tr("plots:lr_each_step", "Learning rate of each step")
 
 
-def plot_history(history: History, vocab_size: int | None = None, smoothing: float = 0.1, window: int = 25):
-    """Two panels: the learning rate of every step, and the training loss (raw and smoothed).
+def plot_history(history: History, vocab_size: int | None = None, smoothing: float = 0.1, window: int = 25,
+                 target: float | None = 0.99):
+    """The learning rate of every step, the training loss (raw and smoothed), and, when the history holds
+    it, the exact match on the validation pairs measured during training: two or three panels side by side.
 
     The learning-rate panel's title is read from the history: "Warm-up for P steps, then decay" when
     the rate rises to its peak at step P and falls after it, "Learning rate of each step" otherwise.
-    With vocab_size, a dashed line marks the lowest loss label smoothing allows (loss_floor).
+    With vocab_size, a dashed line marks the lowest loss label smoothing allows (loss_floor); with
+    target (a fraction), a dotted line marks that exact match.
     """
-    fig, (ax_lr, ax_loss) = plt.subplots(1, 2, figsize=(10, 3.2))
+    validated = len(history.valid_step) > 0
+    fig, axes = plt.subplots(1, 3 if validated else 2, figsize=(14, 3.2) if validated else (10, 3.2))
+    ax_lr, ax_loss = axes[0], axes[1]
     steps = np.arange(1, len(history.loss) + 1)
     ax_lr.plot(steps, history.lr)
     ax_lr.set_xlabel(tr("plots:step", "step"))
@@ -79,6 +84,18 @@ def plot_history(history: History, vocab_size: int | None = None, smoothing: flo
     ax_loss.set_ylabel(tr("plots:smoothed_cross_entropy", "label-smoothed cross-entropy"))
     ax_loss.set_title(tr("plots:training_loss", "Training loss"))
     ax_loss.legend(fontsize=8)
+    if validated:
+        ax_valid = axes[2]
+        ax_valid.plot(history.valid_step, 100 * np.asarray(history.valid_exact_match), "o-", markersize=3)
+        if target is not None:
+            ax_valid.axhline(100 * target, color="gray", linestyle=":", linewidth=1,
+                             label=tr("plots:target", "target: {target}%", target=f"{100 * target:g}"))
+            ax_valid.legend(fontsize=8, loc="lower right")
+        ax_valid.set_ylim(0, 100)
+        ax_valid.set_xlim(0, max(len(history.loss), history.valid_step[-1]))
+        ax_valid.set_xlabel(tr("plots:step", "step"))
+        ax_valid.set_ylabel(tr("plots:exact_match_percent", "exact match (%)"))
+        ax_valid.set_title(tr("plots:validation_exact_match", "Exact match on the validation dates"))
     fig.tight_layout()
     return fig
 
