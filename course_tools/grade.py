@@ -204,11 +204,19 @@ def execute(notebook: nbformat.NotebookNode, workdir: Path, timeout: int) -> Run
         interrupt_on_timeout=True,
         allow_errors=True,
         kernel_name="python3",
-        extra_arguments=["--log-level=ERROR"],  # not the kernel's own notes (TCP without encryption, ...)
+        # not the kernel's own notes (TCP without encryption, "KeyboardInterrupt caught" after a time-out, ...)
+        extra_arguments=["--log-level=CRITICAL"],
         resources={"metadata": {"path": str(workdir)}},
         on_cell_start=on_start,
         on_cell_executed=on_complete,
     )
+    handle_timeout = client._async_handle_timeout
+
+    async def timed_out(timeout: int, cell: Any = None) -> Any:  # nbclient interrupts the cell: note which
+        run.timed_out.update(i for i, c in enumerate(notebook.cells) if c is cell)
+        return await handle_timeout(timeout, cell)
+
+    client._async_handle_timeout = timed_out
     try:
         client.execute()
     except DeadKernelError:
@@ -329,9 +337,14 @@ def grade(path: Path, timeout: int = 600) -> dict:
                 "did not finish: look for a loop that never ends.", in_language=language,
                 cell=_cell_label(trimmed, late[-1]), seconds=timeout)}
         exercises.append({"name": name, **{k: verdict.get(k) for k in ("status", "mistake", "message")}})
+    checked = {i for found in cells.values() for i in found}
+    notes = [tr("grader:other_cell_timed_out", "{cell} ran longer than {seconds} seconds and was interrupted; the "
+                "cells after it still ran.", in_language=language, cell=_cell_label(trimmed, i), seconds=timeout)
+             for i in sorted(run.timed_out - checked)]
     return {
         "notebook": str(path),
         "exercises": exercises,
+        **({"notes": notes} if notes else {}),
         "passed": sum(e["status"] == PASS for e in exercises),
         "total": len(exercises),
     }
@@ -382,6 +395,7 @@ def format_report(report: dict) -> str:
         lines.append(f"  {SYMBOLS[e['status']]} {e['name']:<{width}}  {e['status']:<4}  {code}{e['message']}")
     if not report["exercises"]:
         lines.append("  (no exercise found: the file name contains no course notebook's name, and no check ran)")
+    lines += [f"  note: {note}" for note in report.get("notes", [])]
     lines.append(f"{report['passed']}/{report['total']} exercises pass")
     return "\n".join(lines)
 

@@ -266,6 +266,11 @@ def protect(key: bytes, fd: int, language: str, exercises: tuple[str, ...], *, c
     off_limits_text = _translated("generic:used_off_limits", GENERIC_MISTAKES["used_off_limits"],
                                   call=tr("harness:your_function", "your function"), name=mark).split(mark)
     prefixes, inodes = _protected_paths()
+    import helpers
+
+    helpers_folder = Path(helpers.__file__).parent  # its reference code may be copied: calling a copy is off limits
+    references = tuple({str(f) + os.sep for f in (helpers_folder, helpers_folder.resolve())})
+    checking = tuple(p + "checks" + os.sep for p in references)
     for filename in list(linecache.cache):
         if filename.startswith(prefixes):
             del linecache.cache[filename]
@@ -310,6 +315,9 @@ def protect(key: bytes, fd: int, language: str, exercises: tuple[str, ...], *, c
             name = name.decode("utf-8", "surrogateescape")
         return _type(name) is _str and name.startswith(prefixes)
 
+    def reference_file(name: Any) -> bool:
+        return _type(name) is _str and name.startswith(references) and not name.startswith(checking)
+
     def right_stack(expected: tuple) -> bool:
         frame, index = getframe(2), 0  # the caller of sys.audit (0: this function, 1: the hook)
         while frame is not None:
@@ -339,7 +347,7 @@ def protect(key: bytes, fd: int, language: str, exercises: tuple[str, ...], *, c
             why = tampered.get(name, tampered.get(everyone))
             if why is not None:
                 status, mistake, message = "fail", "tampering", tampered_text[0] + why + tampered_text[1]
-            elif name in off_limits and status == "pass":
+            elif name in off_limits and status != "todo":  # a refused copy of the reference makes it fail
                 status, mistake = "fail", "used_off_limits"
                 message = off_limits_text[0] + off_limits[name] + off_limits_text[1]
             fields = (name, status, "" if mistake is None else mistake, message)
@@ -392,7 +400,8 @@ def protect(key: bytes, fd: int, language: str, exercises: tuple[str, ...], *, c
                 if _type(module) is _str and (module + ".").startswith(libraries) and _type(args[1]) is _str:
                     deny("changing " + module + "." + first.__name__ + "." + args[1])
             elif event == "function.__new__" or event == "exec":
-                if _type(first) is code_type and protected_file(first.co_filename):
+                if _type(first) is code_type and protected_file(first.co_filename) and (
+                        event == "exec" or not reference_file(first.co_filename)):
                     deny("a copy of the course's code")
             elif event == "code.__new__" or event == "compile":
                 if _len(args) > 1 and protected_file(args[1]):
@@ -412,6 +421,8 @@ def protect(key: bytes, fd: int, language: str, exercises: tuple[str, ...], *, c
                 except (_os_error, _value_error):
                     return
                 if (status.st_dev, status.st_ino) in inodes:
+                    if phase[0] != everyone and phase[0] not in off_limits:
+                        off_limits[phase[0]] = "a fresh copy of the course's code (runpy, importlib)"
                     deny("reading the course's code", record=False)
         finally:
             busy.discard(ident)
