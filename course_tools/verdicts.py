@@ -26,8 +26,9 @@ Nothing a notebook's kernel computed is trusted, and here, in a new process:
    (``helpers/checks``, ``course_tools``; a copy of a reference's is allowed: the guard knows its code, and
    calling it is off limits as the reference is), running the course's code again (``exec`` or ``compile``
    of a file of ``helpers/`` or ``course_tools/``), reading those files (while a check runs: off limits, a
-   fresh copy of the reference through ``runpy`` or ``importlib``), and installing a signal handler. Each refusal counts as ``tampering`` for the exercise whose check was running
-   (for every exercise while the definitions load). It also checks, after each check and before it
+   fresh copy of the reference through ``runpy`` or ``importlib``), and installing a signal handler. Each
+   refusal counts as ``tampering`` for the exercise whose check was running (for every exercise while the
+   definitions load). It also checks, after each check and before it
    signs, that the checking code is as it was imported: every module, class, function (its code,
    defaults and closure) and module-level table of ``helpers`` and ``course_tools``, and the
    namespaces of ``builtins``, ``numpy``, ``torch`` and the standard modules the checks use; a change
