@@ -144,3 +144,13 @@ def test_right_answers_that_look_like_the_checking_code_pass(case, tmp_path):
     finally:
         sys.modules.pop(path.stem, None)
     assert verdict.status == "pass", verdict
+
+
+def test_under_nbgrader_an_off_limits_call_fails_the_check_cell(monkeypatch):
+    """nbgrader's autograding (NBGRADER_EXECUTION set) runs the same checks: the cell raises, 0 points."""
+    from helpers.checks.harness import CheckFailed
+
+    monkeypatch.setenv("NBGRADER_EXECUTION", "autograde")
+    with pytest.raises(CheckFailed, match="helpers.positional.positional_encoding.*off limits"):
+        helpers.check_create_position_matrix(lambda seq_length, embed_size: helpers.positional_encoding(
+            seq_length, embed_size))
