@@ -248,3 +248,22 @@ def test_every_exercise_declares_what_is_off_limits():
         assert exercise.off_limits, f"{exercise.name} declares nothing off limits"
         assert any(name.startswith("helpers.") for name in exercise.off_limits), (
             f"{exercise.name}: its own reference must be off limits")
+
+
+def test_the_verdicts_process_refuses_what_no_answer_needs(tmp_path):
+    """Walking the interpreter's objects or threads, ctypes: refused in the grader's verdicts process (its
+    audit hook), each a `tampering` fail of the exercise whose check was running. No kernel runs here."""
+    path = small_notebook(tmp_path, "walk_01_positional_encoding.ipynb", "01_positional_encoding", {
+        # names built at run time: the static reading does not see them
+        "create_position_matrix": PE_SIGNATURE + (
+            "    import sys\n    getattr(sys, 'modu' + 'les')['g' + 'c'].get_objects()\n") + STUB,
+        "rotation_matrix": "def rotation_matrix(k, d_model):\n    import sys\n    sys._current_frames()\n" + STUB,
+        "apply_rope": "def apply_rope(x, positions):\n    import sys\n    getattr(getattr(sys, 'modu' + 'les')["
+                      "'buil' + 'tins'], '__imp' + 'ort__')('ctyp' + 'es').string_at(id(x), 8)\n" + STUB})
+    from course_tools.grade import fresh_verdicts
+
+    found = fresh_verdicts(path, [e.name for e in exercises_in("01_positional_encoding")], 60)
+    for name, reason in (("create_position_matrix", "gc.get_objects"), ("rotation_matrix", "sys._current_frames"),
+                         ("apply_rope", "ctypes")):
+        assert (found[name]["status"], found[name]["mistake"]) == ("fail", "tampering"), found[name]
+        assert reason in found[name]["message"]
