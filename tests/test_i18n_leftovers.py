@@ -20,14 +20,15 @@ from helpers.i18n import NUMBER_FORMAT, number
 # notebooks print on purpose (the example sentences of notebook 01, "the cat sat on the mat", and the English
 # dates the model of notebook 06 reads, "the 21st of November, 2026"), which is why "the", "and", "of" and "on"
 # are not in the lists. A word of the edition's own language must not be in its list ("no" is Spanish).
-# The Vietnamese glossary keeps "head" and "cross-attention" in English, as Vietnamese classes say them.
+# The Portuguese glossary keeps "scores", "values" and "cross-attention" in English, the Vietnamese one "head" and
+# "cross-attention", as their classes say them.
 _COMMON = ["with", "is", "are", "was", "were", "has", "this", "that", "which", "from", "your", "correct",
            "expected", "differs", "reference", "pairs", "projection", "projections", "scores", "weights", "values",
            "output", "longer", "than", "training", "train", "valid", "std", "checked", "matches", "not", "must",
            "got", "shape", "every", "each", "trained", "loaded", "steps", "exact", "match", "heads", "head",
            "noun", "verb", "adjective", "masculine", "feminine", "seeks", "recurrent", "convolution", "The",
            "cross", "should", "instead", "missing", "wrong", "only"]
-ENGLISH = {"es": _COMMON, "pt": _COMMON, "vi": [w for w in _COMMON if w not in ("head", "heads", "cross")]}
+ENGLISH = {"es": _COMMON, "pt": [w for w in _COMMON if w not in ("scores", "values", "cross")], "vi": [w for w in _COMMON if w not in ("head", "heads", "cross")]}
 EDITIONS = sorted(ENGLISH)
 
 CODE = re.compile(r"`[^`]*`|\{[^}]*\}|\b\w+\(|\b\w+=|\w+[._]\w+(?:[._]\w+)*|\[[^\]]*\]|'[^']*'|\"[^\"]*\"|<[^>]*>")

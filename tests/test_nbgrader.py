@@ -10,10 +10,11 @@ One module-scoped fixture builds a throw-away course, releases the solution note
                create_position_matrix; nbgrader scores the absent
                notebooks 0 without running them
 
-and a Spanish assignment built from es/solutions/, with one submission: notebook 01 in Spanish
-with sin and cos swapped, which loses exactly that exercise, with the hint in Spanish.
+and, for every edition (editions/<language>/), an assignment of its notebook 01 with one submission:
+notebook 01 in that language with sin and cos swapped, which loses exactly that exercise, with the hint in
+that language.
 
-Autograding executes 10 notebooks (notebook 06 loads its trained weights from .cache/checkpoints,
+Autograding executes 9 notebooks and one per edition (notebook 06 loads its trained weights from .cache/checkpoints,
 or trains them once, about a minute), so this module takes a few minutes; it runs once per session.
 """
 
@@ -31,12 +32,13 @@ import nbformat
 import pytest
 from nbgrader.api import Gradebook
 
+from course_tools import translate
 from helpers.checks import EXERCISES, exercises_in
 
 from conftest import ROOT, SOLUTIONS
 
 ASSIGNMENT = "ps1"
-SPANISH = "ps1es"
+EDITIONS = sorted(translate.LANGUAGES)  # es, pt, vi: assignment "ps1<language>"
 COURSE = "tfs-test"
 STUDENTS = ("release", "solutions", "swapped")
 NOTEBOOK_01 = "01_positional_encoding"
@@ -102,14 +104,16 @@ def course(tmp_path_factory):
 
     autograde = _nbgrader(root, "autograde", ASSIGNMENT)  # every student of submitted/ in one run
 
-    spanish_source = root / "source" / SPANISH  # the Spanish edition, one submission
-    shutil.copytree(ROOT / "editions" / "es" / "solutions", spanish_source)
-    _nbgrader(root, "generate_assignment", SPANISH)
-    spanish = nbformat.read(spanish_source / f"{NOTEBOOK_01}.ipynb", as_version=4)
-    _swap_sin_and_cos(spanish)
-    (root / "submitted" / "swapped" / SPANISH).mkdir(parents=True)
-    nbformat.write(spanish, root / "submitted" / "swapped" / SPANISH / f"{NOTEBOOK_01}.ipynb")
-    _nbgrader(root, "autograde", SPANISH, "--student", "swapped")
+    for language in EDITIONS:  # every edition: its notebook 01, one submission
+        edition, source = f"{ASSIGNMENT}{language}", root / "source" / f"{ASSIGNMENT}{language}"
+        source.mkdir(parents=True)
+        shutil.copy(ROOT / "editions" / language / "solutions" / f"{NOTEBOOK_01}.ipynb", source)
+        _nbgrader(root, "generate_assignment", edition)
+        translated = nbformat.read(source / f"{NOTEBOOK_01}.ipynb", as_version=4)
+        _swap_sin_and_cos(translated)
+        (root / "submitted" / "swapped" / edition).mkdir(parents=True)
+        nbformat.write(translated, root / "submitted" / "swapped" / edition / f"{NOTEBOOK_01}.ipynb")
+        _nbgrader(root, "autograde", edition, "--student", "swapped")
 
     scores: dict[str, dict] = {}
     with Gradebook(f"sqlite:///{root / 'gradebook.db'}", COURSE) as gradebook:
@@ -118,10 +122,11 @@ def course(tmp_path_factory):
             scores[student] = {nb.name: {"score": nb.score, "max_score": nb.max_score,
                                          "grades": {g.name: (g.score, g.max_score) for g in nb.grades}}
                                for nb in submission.notebooks}
-        submission = gradebook.find_submission(SPANISH, "swapped")
-        scores["swapped-es"] = {nb.name: {"score": nb.score, "max_score": nb.max_score,
-                                          "grades": {g.name: (g.score, g.max_score) for g in nb.grades}}
-                                for nb in submission.notebooks}
+        for language in EDITIONS:
+            submission = gradebook.find_submission(f"{ASSIGNMENT}{language}", "swapped")
+            scores[f"swapped-{language}"] = {nb.name: {"score": nb.score, "max_score": nb.max_score,
+                                                       "grades": {g.name: (g.score, g.max_score) for g in nb.grades}}
+                                             for nb in submission.notebooks}
     seconds = time.perf_counter() - started
     print(f"\nnbgrader course built and autograded in {seconds:.0f} s")
     return {"root": root, "scores": scores, "log": autograde.stderr, "seconds": seconds}
@@ -203,14 +208,18 @@ def test_check_cells_of_the_solutions_write_nothing_to_stderr(course, path):
         assert "✅" in text, f"{path.stem}, check cell {grade_id} shows {text!r}"
 
 
-def test_the_spanish_edition_is_graded_the_same_with_spanish_hints(course):
+@pytest.mark.parametrize("language", EDITIONS)
+def test_every_edition_is_graded_the_same_with_hints_in_its_language(course, language):
     from helpers.i18n import tr
 
-    first = course["scores"]["swapped-es"][NOTEBOOK_01]
+    first = course["scores"][f"swapped-{language}"][NOTEBOOK_01]
     assert first == course["scores"]["swapped"][NOTEBOOK_01]
-    graded = nbformat.read(course["root"] / "autograded" / "swapped" / SPANISH / f"{NOTEBOOK_01}.ipynb", 4)
+    graded = nbformat.read(course["root"] / "autograded" / "swapped" / f"{ASSIGNMENT}{language}" /
+                           f"{NOTEBOOK_01}.ipynb", 4)
     (cell,) = [c for c in graded.cells if _grade_id(c) == "create_position_matrix"]
     errors = [o for o in cell.outputs if o.output_type == "error"]
     hint = EXERCISES["create_position_matrix"].mistakes["sin_cos_swapped"]
+    translated = tr("create_position_matrix:sin_cos_swapped", hint, in_language=language)
+    assert translated != hint
     assert errors and errors[0].ename == "CheckFailed"
-    assert tr("create_position_matrix:sin_cos_swapped", hint, in_language="es")[:40] in errors[0].evalue
+    assert translated[:40] in errors[0].evalue
