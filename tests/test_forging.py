@@ -76,18 +76,19 @@ FUNCTION_COPY = ("import types\n\n\ndef rotation_matrix(k, d_model, _f=types.Fun
                  "getattr(helpers.rotation_matrix, '__co' + 'de__'), getattr(helpers.positional, '__di' + 'ct__'),"
                  " 'r', (10000.0,))):\n"
                  "    return _f(k, d_model)\n")
-RIGHT = solution_source("01_positional_encoding", "create_position_matrix")
-LOOKALIKE = "import collections\n\n" + RIGHT.replace(PE_SIGNATURE, PE_SIGNATURE + (  # right, with words of the checks
-    "    check_even = embed_size % 2 == 0\n    _ = collections.namedtuple('Rec', 'record')(check_even).record\n"
-    "    _ = {}.__class__.__dict__\n"), 1)
+ROPE_SIGNATURE = "def apply_rope(x, positions):\n"
+LOOKALIKE = "import collections\n\n" + solution_source("01_positional_encoding", "apply_rope").replace(
+    ROPE_SIGNATURE, ROPE_SIGNATURE + (  # right, with words of the checks
+        "    check_even = x.shape[-1] % 2 == 0\n    _ = collections.namedtuple('Rec', 'record')(check_even).record\n"
+        "    _ = {}.__class__.__dict__\n"), 1)
 
 FORGERIES = {  # file name -> (course notebook, answers, extra cell before the checks)
     "kill_01_positional_encoding.ipynb": ("01_positional_encoding", {"create_position_matrix": KILL}, ""),
     "exit0_01_positional_encoding.ipynb": ("01_positional_encoding", {"create_position_matrix": EXIT_0}, ""),
     "todict_01_positional_encoding.ipynb": ("01_positional_encoding", {"create_position_matrix": PATCH_TO_DICT}, ""),
     "copies_01_positional_encoding.ipynb": ("01_positional_encoding", {"create_position_matrix": RUNPY,
-                                                                       "rotation_matrix": FUNCTION_COPY}, ""),
-    "lookalike_01_positional_encoding.ipynb": ("01_positional_encoding", {"create_position_matrix": LOOKALIKE}, ""),
+                                                                       "rotation_matrix": FUNCTION_COPY,
+                                                                       "apply_rope": LOOKALIKE}, ""),
     "log_01_positional_encoding.ipynb": ("01_positional_encoding", {"create_position_matrix": PE_SIGNATURE + STUB},
                                          FORGE_LOG),
     "verdict_01_positional_encoding.ipynb": ("01_positional_encoding",
@@ -182,7 +183,7 @@ def test_copies_of_the_reference_made_in_the_grader_s_process_are_off_limits(gra
 
 def test_a_right_answer_with_words_of_the_checking_code_passes(graded):
     """A local check_even, a `.record` field, a `.__dict__`: not the checking code."""
-    assert verdict_of(graded[1]["lookalike_01_positional_encoding.ipynb"], "create_position_matrix")["status"] == "pass"
+    assert verdict_of(graded[1]["copies_01_positional_encoding.ipynb"], "apply_rope")["status"] == "pass"
 
 
 def test_code_that_runs_when_the_answer_is_defined_cannot_reach_the_checks(graded):
