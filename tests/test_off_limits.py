@@ -124,6 +124,7 @@ LOOKALIKES = {  # right answers whose words look like the checking code's
     "record_attribute": "import collections\n\n" + SIGNATURE + (
         "\n    Rec = collections.namedtuple('Rec', 'record')\n    _ = Rec(1).record\n") + BODY,
     "dict_attribute": SIGNATURE + "\n    _ = {}.__class__.__dict__\n" + BODY,
+    "local_guard": SIGNATURE + "\n    guard = embed_size > 0\n    assert guard\n" + BODY,
 }
 
 

@@ -105,8 +105,10 @@ def machinery_used(node: ast.AST, checks: set[str] | None = None) -> str | None:
     checks: the names of the registry's checks (default: read from the registry)."""
     checks = check_names() if checks is None else checks
     names, attributes = MACHINERY_NAMES | checks, MACHINERY_ATTRIBUTES | checks
+    own = {child.id for child in ast.walk(node) if isinstance(child, ast.Name) and isinstance(child.ctx, ast.Store)}
+    own |= {child.arg for child in ast.walk(node) if isinstance(child, ast.arg)}  # the answer's own variables
     for child in ast.walk(node):
-        if isinstance(child, ast.Name) and child.id in names:
+        if isinstance(child, ast.Name) and child.id in names and child.id not in own:
             return child.id
         if isinstance(child, ast.Attribute):
             if child.attr in attributes:
