@@ -318,6 +318,17 @@ def protect(key: bytes, fd: int, language: str, exercises: tuple[str, ...], *, c
     def reference_file(name: Any) -> bool:
         return _type(name) is _str and name.startswith(references) and not name.startswith(checking)
 
+    def importing() -> bool:
+        """Whether the file is read to run it again: by runpy, or by an import system's loader (get_data)."""
+        frame, depth = getframe(2), 0
+        while frame is not None and depth < 12:
+            code = frame.f_code
+            name, filename = code.co_name, code.co_filename
+            if filename.endswith("runpy.py") or (name == "get_data" and "importlib" in filename):
+                return True
+            frame, depth = frame.f_back, depth + 1
+        return False
+
     def right_stack(expected: tuple) -> bool:
         frame, index = getframe(2), 0  # the caller of sys.audit (0: this function, 1: the hook)
         while frame is not None:
@@ -421,7 +432,7 @@ def protect(key: bytes, fd: int, language: str, exercises: tuple[str, ...], *, c
                 except (_os_error, _value_error):
                     return
                 if (status.st_dev, status.st_ino) in inodes:
-                    if phase[0] != everyone and phase[0] not in off_limits:
+                    if phase[0] != everyone and phase[0] not in off_limits and importing():
                         off_limits[phase[0]] = "a fresh copy of the course's code (runpy, importlib)"
                     deny("reading the course's code", record=False)
         finally:
