@@ -48,6 +48,7 @@ import io
 import json
 import os
 import re
+import secrets
 import subprocess
 import sys
 import tempfile
@@ -66,7 +67,7 @@ from helpers.checks import EXERCISES, exercises_in
 from helpers.checks.harness import FAIL, PASS, SYMBOLS
 from helpers.i18n import tr
 
-from .verdicts import notebook_language
+from .verdicts import notebook_language, verify
 
 NOT_RUN_CODE = "check_not_run"
 CSV_COLUMNS = ["student_file", "notebook", "exercise", "status", "mistake"]
@@ -203,11 +204,19 @@ def execute(notebook: nbformat.NotebookNode, workdir: Path, timeout: int) -> Run
         interrupt_on_timeout=True,
         allow_errors=True,
         kernel_name="python3",
-        extra_arguments=["--log-level=ERROR"],  # not the kernel's own notes (TCP without encryption, ...)
+        # not the kernel's own notes (TCP without encryption, "KeyboardInterrupt caught" after a time-out, ...)
+        extra_arguments=["--log-level=CRITICAL"],
         resources={"metadata": {"path": str(workdir)}},
         on_cell_start=on_start,
         on_cell_executed=on_complete,
     )
+    handle_timeout = client._async_handle_timeout
+
+    async def timed_out(timeout: int, cell: Any = None) -> Any:  # nbclient interrupts the cell: note which
+        run.timed_out.update(i for i, c in enumerate(notebook.cells) if c is cell)
+        return await handle_timeout(timeout, cell)
+
+    client._async_handle_timeout = timed_out
     try:
         client.execute()
     except DeadKernelError:
@@ -226,24 +235,63 @@ def execute(notebook: nbformat.NotebookNode, workdir: Path, timeout: int) -> Run
     return run
 
 
-def fresh_verdicts(path: Path, names: list[str], timeout: int) -> dict[str, dict]:
+def _read_all(fd: int, limit: int = 1 << 20) -> bytes:
+    """What is written to the pipe fd until every writer closed it (at most limit bytes are kept)."""
+    chunks, size = [], 0
+    with os.fdopen(fd, "rb", buffering=0) as pipe:
+        while True:
+            chunk = pipe.read(65536)
+            if not chunk:
+                break
+            if size < limit:
+                chunks.append(chunk)
+            size += len(chunk)
+    return b"".join(chunks)[:limit + 1]
+
+
+def _no_verdicts(names: list[str], mistake: str, message: str) -> dict[str, dict]:
+    return {name: {"name": name, "status": FAIL, "mistake": mistake, "message": message} for name in names}
+
+
+def fresh_verdicts(path: Path, names: list[str], timeout: int, language: str = "en") -> dict[str, dict]:
     """{exercise: verdict dict}, computed in a new interpreter from the notebook's definitions alone
-    (course_tools.verdicts): its last line of output is the JSON list."""
+    (course_tools.verdicts). It receives a fresh random key on its stdin and the write end of a pipe;
+    only one line on that pipe, signed with the key, followed by the exit status 0, is accepted."""
     if not names:
         return {}
-    command = [sys.executable, "-m", "course_tools.verdicts", str(path), *names, "--timeout", str(timeout)]
+    key = secrets.token_bytes(32)
+    read_end, write_end = os.pipe()
+    command = [sys.executable, "-m", "course_tools.verdicts", str(path), *names, "--timeout", str(timeout),
+               "--result-fd", str(write_end)]
     try:
-        done = subprocess.run(command, capture_output=True, text=True, timeout=timeout * len(names) + 120,
-                              env={**os.environ, "PYTHONUNBUFFERED": "1"}, stdin=subprocess.DEVNULL)
-        lines = done.stdout.strip().splitlines()
-        results = json.loads(lines[-1]) if lines else None
-        if not isinstance(results, list):
-            raise ValueError((results or {}).get("error") if isinstance(results, dict) else done.stderr[-300:])
-        return {r["name"]: r for r in results if isinstance(r, dict) and "name" in r}
-    except (subprocess.TimeoutExpired, ValueError, KeyError, TypeError) as error:
-        why = " ".join(str(error).split())[:300] or "no output"
-        return {name: {"name": name, "status": FAIL, "mistake": "check_error",
-                       "message": f"the grader could not compute the verdicts ({why})"} for name in names}
+        process = subprocess.Popen(command, stdin=subprocess.PIPE, stdout=subprocess.DEVNULL, stderr=subprocess.PIPE,
+                                   pass_fds=(write_end,), env={**os.environ, "PYTHONUNBUFFERED": "1"})
+    finally:
+        os.close(write_end)
+    with ThreadPoolExecutor(max_workers=1) as reader:
+        received = reader.submit(_read_all, read_end)
+        try:
+            _, stderr = process.communicate(key, timeout=timeout * len(names) + 120)
+        except subprocess.TimeoutExpired:
+            process.kill()
+            _, stderr = process.communicate()
+        data = received.result()
+    status = process.returncode
+    results = verify(data, key) if status == 0 else None
+    if results is not None and [r["name"] for r in results] == names:
+        return {r["name"]: r for r in results}
+    if status == 0 or results is not None:  # it ended normally, yet without one right signed line: not our code's
+        return _no_verdicts(names, "tampering", tr(
+            "grader:unsigned", "the process that computes the grader's verdicts ended without its signed verdicts: "
+            "code in the notebook ended it, or wrote to its channel. An answer may only compute its result.",
+            in_language=language))
+    how = f"signal {-status}" if status < 0 else f"exit status {status}"
+    lines = [line.strip() for line in stderr.decode("utf-8", "replace").splitlines() if line.strip()]
+    why = lines[-1][-200:] if lines else ""
+    return _no_verdicts(names, "kernel_died", tr(
+        "grader:verdicts_died", "the process that computes the grader's verdicts from your definitions died "
+        "({how}{why}): look for code that exits Python or uses up the memory.", in_language=language, how=how,
+        why=f": {why}" if why else ""))
 
 
 def _cell_label(notebook: nbformat.NotebookNode, index: int) -> str:
@@ -263,7 +311,7 @@ def grade(path: Path, timeout: int = 600) -> dict:
     names = [e.name for e in exercises_in(stem)]
     language = notebook_language(path)
     with ThreadPoolExecutor(max_workers=1) as pool:  # the verdicts' interpreter starts while the kernel runs
-        verdicts = pool.submit(fresh_verdicts, path, names, timeout)
+        verdicts = pool.submit(fresh_verdicts, path, names, timeout, language)
         trimmed = through_last_check(notebook)
         run = execute(trimmed, path.resolve().parent, timeout)
         fresh = verdicts.result()
@@ -289,9 +337,14 @@ def grade(path: Path, timeout: int = 600) -> dict:
                 "did not finish: look for a loop that never ends.", in_language=language,
                 cell=_cell_label(trimmed, late[-1]), seconds=timeout)}
         exercises.append({"name": name, **{k: verdict.get(k) for k in ("status", "mistake", "message")}})
+    checked = {i for found in cells.values() for i in found}
+    notes = [tr("grader:other_cell_timed_out", "{cell} ran longer than {seconds} seconds and was interrupted; the "
+                "cells after it still ran.", in_language=language, cell=_cell_label(trimmed, i), seconds=timeout)
+             for i in sorted(run.timed_out - checked)]
     return {
         "notebook": str(path),
         "exercises": exercises,
+        **({"notes": notes} if notes else {}),
         "passed": sum(e["status"] == PASS for e in exercises),
         "total": len(exercises),
     }
@@ -342,6 +395,7 @@ def format_report(report: dict) -> str:
         lines.append(f"  {SYMBOLS[e['status']]} {e['name']:<{width}}  {e['status']:<4}  {code}{e['message']}")
     if not report["exercises"]:
         lines.append("  (no exercise found: the file name contains no course notebook's name, and no check ran)")
+    lines += [f"  note: {note}" for note in report.get("notes", [])]
     lines.append(f"{report['passed']}/{report['total']} exercises pass")
     return "\n".join(lines)
 

@@ -38,7 +38,7 @@ from torch import nn
 from .masking import causal_mask_torch, decoder_mask, padding_mask
 from .multi_head import MultiHeadAttention, to_nn_multihead_attention
 from .positional import PositionalEncoding
-from .validation import integer_ids, positive_float, positive_int, probability, shape_str, tensor
+from .validation import floating, integer_ids, positive_float, positive_int, probability, shape_str, tensor
 
 
 class LayerNorm(nn.Module):
@@ -95,6 +95,7 @@ class PositionwiseFeedForward(nn.Module):
         tensor(x, "x", f"of shape (batch, L, d_model={self.d_model})")
         if x.shape[-1] != self.d_model:
             raise ValueError(f"x must have shape (batch, L, d_model={self.d_model}), got {shape_str(x.shape)}")
+        floating(x, "x")
         return self.linear2(self.dropout(torch.relu(self.linear1(x))))
 
 
@@ -174,6 +175,7 @@ def _check_memory(batch: int | str, d_model: int | str, memory: torch.Tensor) ->
     tensor(memory, "memory", f"of shape {expected}")
     if memory.dim() != 3 or memory.shape[0] != batch or memory.shape[-1] != d_model:
         raise ValueError(f"memory must have shape {expected}, got {shape_str(memory.shape)}")
+    floating(memory, "memory")
 
 
 class Encoder(nn.Module):
@@ -282,7 +284,8 @@ class Transformer(nn.Module):
 
     # ------------------------------------------------------------------ masks
     def _ids(self, ids: torch.Tensor, name: str) -> torch.Tensor:
-        if not isinstance(ids, torch.Tensor) or ids.dim() != 2:
+        tensor(ids, name, f"of token ids of shape (batch, L_{name})")
+        if ids.dim() != 2:
             shape = shape_str(ids.shape) if hasattr(ids, "shape") else type(ids).__name__
             raise ValueError(f"{name} must be a tensor of token ids of shape (batch, L_{name}), got {shape}")
         integer_ids(ids, name)

@@ -66,6 +66,14 @@ def tensor(value: Any, name: str, expected: str) -> Any:
     return value
 
 
+def floating(value: Any, name: str) -> Any:
+    """value itself when it is a floating-point tensor, else ValueError naming ``name`` and its dtype."""
+    if not value.dtype.is_floating_point:
+        raise ValueError(f"{name} must be a floating-point tensor, got dtype {value.dtype}: convert it with "
+                         f"{name}.float()")
+    return value
+
+
 def integer_ids(ids: Any, name: str) -> Any:
     """ids itself when it holds integer token ids (not float, not bool), else ValueError naming ``name``."""
     if ids.dtype.is_floating_point or ids.dtype.is_complex or str(ids.dtype) == "torch.bool":

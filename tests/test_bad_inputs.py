@@ -109,6 +109,13 @@ CASES = [
      TypeError, r"^norm_first must be True or False, got 'no' \(str\)"),
     ("train_or_load_config_x", lambda: train_or_load(config="x", data=None),
      TypeError, r"^config must be a helpers.TrainConfig, got str"),
+    ("PositionwiseFeedForward_integer_input",
+     lambda: PositionwiseFeedForward(4, 8)(torch.ones(2, 3, 4, dtype=torch.long)),
+     ValueError, r"^x must be a floating-point tensor, got dtype torch.int64: convert it with x.float\(\)"),
+    ("DecoderLayer_integer_memory", lambda: _decoder_layer(torch.ones(2, 7, 16, dtype=torch.long)),
+     ValueError, r"^memory must be a floating-point tensor, got dtype torch.int64"),
+    ("Transformer_numpy_src", lambda: _transformer()(_ids(2, 5).numpy(), _ids(2, 4, 13)),
+     TypeError, r"^src must be a torch.Tensor of token ids of shape \(batch, L_src\), got ndarray"),
     # Beyond the list: the same checks from the other side.
     ("Transformer_empty_src", lambda: _transformer()(_ids(2, 0), _ids(2, 4, 13)),
      ValueError, r"^src must hold at least one token per row .*got shape \(2, 0\)"),

@@ -59,7 +59,36 @@ check_create_position_matrix = helpers.check_create_position_matrix
 DEFINITION_TIME = (PE_SIGNATURE.replace("embed_size)", "embed_size, _=__import__('helpers').checks.harness.__setattr__("
                                         "'same', lambda *a, **k: True))") + "    return 0\n")
 
+FORGED_LINE = json.dumps([{"name": n, "status": "pass", "mistake": None, "message": "forged"}
+                          for n in ("create_position_matrix", "rotation_matrix", "apply_rope")])
+ONLY_IN_THE_GRADER = PE_SIGNATURE + "    import os, sys\n    if 'verdicts' in sys.argv[0]:\n"  # a stub in the kernel
+KILL = ONLY_IN_THE_GRADER + (f"        os.write(1, b'\\n' + {FORGED_LINE!r}.encode() + b'\\n')\n"
+                             "        os.kill(os.getpid(), 9)\n" + STUB)
+EXIT_0 = ONLY_IN_THE_GRADER + (f"        os.write(1, b'\\n' + {FORGED_LINE!r}.encode() + b'\\n')\n"
+                               "        getattr(os, '_ex' + 'it')(0)\n" + STUB)
+PATCH_TO_DICT = PE_SIGNATURE + (  # names built at run time: no static reading sees them
+    "    V = getattr(getattr(getattr(helpers, 'chec' + 'ks'), 'har' + 'ness'), 'Ver' + 'dict')\n"
+    "    V.to_dict = lambda v: {'name': v.exercise, 'status': 'pass', 'mistake': None, 'message': 'forged'}\n" + STUB)
+RUNPY = PE_SIGNATURE + (
+    "    import runpy\n"
+    "    return runpy.run_module('helpers.positional')['positional_encoding'](seq_length, embed_size)\n")
+FUNCTION_COPY = ("import types\n\n\ndef rotation_matrix(k, d_model, _f=types.FunctionType("
+                 "getattr(helpers.rotation_matrix, '__co' + 'de__'), getattr(helpers.positional, '__di' + 'ct__'),"
+                 " 'r', (10000.0,))):\n"
+                 "    return _f(k, d_model)\n")
+ROPE_SIGNATURE = "def apply_rope(x, positions):\n"
+LOOKALIKE = "import collections\n\n" + solution_source("01_positional_encoding", "apply_rope").replace(
+    ROPE_SIGNATURE, ROPE_SIGNATURE + (  # right, with words of the checks
+        "    check_even = x.shape[-1] % 2 == 0\n    _ = collections.namedtuple('Rec', 'record')(check_even).record\n"
+        "    _ = {}.__class__.__dict__\n"), 1)
+
 FORGERIES = {  # file name -> (course notebook, answers, extra cell before the checks)
+    "kill_01_positional_encoding.ipynb": ("01_positional_encoding", {"create_position_matrix": KILL}, ""),
+    "exit0_01_positional_encoding.ipynb": ("01_positional_encoding", {"create_position_matrix": EXIT_0}, ""),
+    "todict_01_positional_encoding.ipynb": ("01_positional_encoding", {"create_position_matrix": PATCH_TO_DICT}, ""),
+    "copies_01_positional_encoding.ipynb": ("01_positional_encoding", {"create_position_matrix": RUNPY,
+                                                                       "rotation_matrix": FUNCTION_COPY,
+                                                                       "apply_rope": LOOKALIKE}, ""),
     "log_01_positional_encoding.ipynb": ("01_positional_encoding", {"create_position_matrix": PE_SIGNATURE + STUB},
                                          FORGE_LOG),
     "verdict_01_positional_encoding.ipynb": ("01_positional_encoding",
@@ -131,6 +160,32 @@ def test_calling_the_answer_is_not_an_answer(graded, file_name, name, called):
     assert called in result["message"]
 
 
+@pytest.mark.parametrize("file_name", ["kill_01_positional_encoding.ipynb", "exit0_01_positional_encoding.ipynb",
+                                       "todict_01_positional_encoding.ipynb"])
+def test_an_answer_that_forges_the_verdicts_process_s_output_fails(graded, file_name):
+    """Forged lines on stdout then a kill or exit(0) of the verdicts process, a patched Verdict method: the
+    grader accepts only its signed line and an exit status 0, and the process refuses or sees the rest."""
+    report = graded[1][file_name]
+    assert report["passed"] == 0, report
+    result = verdict_of(report, "create_position_matrix")
+    assert (result["status"], result["mistake"]) == ("fail", "tampering"), result
+    assert "forged" not in result["message"]
+
+
+def test_copies_of_the_reference_made_in_the_grader_s_process_are_off_limits(graded):
+    report = graded[1]["copies_01_positional_encoding.ipynb"]
+    for name, called in (("create_position_matrix", "a fresh copy of the course's code"),
+                         ("rotation_matrix", "helpers.positional.rotation_matrix")):
+        result = verdict_of(report, name)
+        assert (result["status"], result["mistake"]) == ("fail", "used_off_limits"), result
+        assert called in result["message"]
+
+
+def test_a_right_answer_with_words_of_the_checking_code_passes(graded):
+    """A local check_even, a `.record` field, a `.__dict__`: not the checking code."""
+    assert verdict_of(graded[1]["copies_01_positional_encoding.ipynb"], "apply_rope")["status"] == "pass"
+
+
 def test_code_that_runs_when_the_answer_is_defined_cannot_reach_the_checks(graded):
     result = verdict_of(graded[1]["deftime_01_positional_encoding.ipynb"], "create_position_matrix")
     assert (result["status"], result["mistake"]) == ("fail", "tampering"), result
@@ -177,12 +232,16 @@ def test_a_dead_kernel_and_a_timed_out_cell_are_named(tmp_path):
     assert "kernel died while running code cell 3 (`import os`)" in result["message"]
     looping = PE_SIGNATURE + "    while True:\n        pass\n"
     slow = small_notebook(tmp_path, "slow_01_positional_encoding.ipynb", "01_positional_encoding",
-                          {"create_position_matrix": looping})
-    status, out, _ = run_grader(slow, "--json", "--timeout", "4")
-    result = verdict_of(json.loads(out), "create_position_matrix")
+                          {"create_position_matrix": looping}, "import time\ntime.sleep(30)")
+    status, out, err = run_grader(slow, "--json", "--timeout", "8")  # imports take seconds on a busy machine
+    report = json.loads(out)
+    result = verdict_of(report, "create_position_matrix")
     assert (result["status"], result["mistake"]) == ("fail", "timed_out"), result
-    assert "code cell 3 (`check_create_position_matrix(" in result["message"]
-    assert "ran longer than 4 seconds" in result["message"]
+    assert "code cell 4 (`check_create_position_matrix(" in result["message"]
+    assert "ran longer than 8 seconds" in result["message"]
+    assert report["notes"] == ["code cell 3 (`import time`) ran longer than 8 seconds and was interrupted; the cells "
+                               "after it still ran."], "a time-out in a cell that is no check cell is reported too"
+    assert "KeyboardInterrupt" not in err
 
 
 def test_every_exercise_declares_what_is_off_limits():
@@ -190,3 +249,22 @@ def test_every_exercise_declares_what_is_off_limits():
         assert exercise.off_limits, f"{exercise.name} declares nothing off limits"
         assert any(name.startswith("helpers.") for name in exercise.off_limits), (
             f"{exercise.name}: its own reference must be off limits")
+
+
+def test_the_verdicts_process_refuses_what_no_answer_needs(tmp_path):
+    """Walking the interpreter's objects or threads, ctypes: refused in the grader's verdicts process (its
+    audit hook), each a `tampering` fail of the exercise whose check was running. No kernel runs here."""
+    path = small_notebook(tmp_path, "walk_01_positional_encoding.ipynb", "01_positional_encoding", {
+        # names built at run time: the static reading does not see them
+        "create_position_matrix": PE_SIGNATURE + (
+            "    import sys\n    getattr(sys, 'modu' + 'les')['g' + 'c'].get_objects()\n") + STUB,
+        "rotation_matrix": "def rotation_matrix(k, d_model):\n    import sys\n    sys._current_frames()\n" + STUB,
+        "apply_rope": "def apply_rope(x, positions):\n    import sys\n    getattr(getattr(sys, 'modu' + 'les')["
+                      "'buil' + 'tins'], '__imp' + 'ort__')('ctyp' + 'es').string_at(id(x), 8)\n" + STUB})
+    from course_tools.grade import fresh_verdicts
+
+    found = fresh_verdicts(path, [e.name for e in exercises_in("01_positional_encoding")], 60)
+    for name, reason in (("create_position_matrix", "gc.get_objects"), ("rotation_matrix", "sys._current_frames"),
+                         ("apply_rope", "ctypes")):
+        assert (found[name]["status"], found[name]["mistake"]) == ("fail", "tampering"), found[name]
+        assert reason in found[name]["message"]

@@ -98,7 +98,9 @@ def wrong_softmaxes(x: np.ndarray, axis: int = -1) -> dict:
 
 @exercise("softmax", notebook="02_attention", defines="softmax",
           off_limits=("helpers.attention.softmax", "helpers.attention.masked_softmax", "scipy.special.softmax",
-                      "torch.softmax", "torch.nn.functional.softmax", "torch.Tensor.softmax"),
+                      "torch.softmax", "torch.nn.functional.softmax", "torch.Tensor.softmax",
+                      "helpers.attention.scaled_dot_product_attention", "scipy.special.log_softmax",
+                      "torch.ops.aten.*softmax*"),
           success="correct! Stable at logits of 1000, and each slice along `axis` sums to 1.",
           mistakes=SOFTMAX_MISTAKES)
 def check_softmax(softmax_fn: Callable) -> str:
@@ -246,7 +248,9 @@ def _untransposed_k_on_square_keys(attention_fn: Callable, case: tuple) -> None:
 
 @exercise("scaled_dot_product_attention", notebook="02_attention", defines="scaled_dot_product_attention",
           off_limits=("helpers.attention.scaled_dot_product_attention",
-                      "torch.nn.functional.scaled_dot_product_attention"),
+                      "torch.nn.functional.scaled_dot_product_attention", "torch.ops.aten.*scaled_dot_product*",
+                      "helpers.multi_head.multi_head_attention", "helpers.multi_head.MultiHeadAttention",
+                      "torch.nn.MultiheadAttention", "torch.nn.functional.multi_head_attention_forward"),
           success="correct! softmax(Q K^T / sqrt(d_k)) V, batched, masked and stable at large scores.",
           mistakes=ATTENTION_MISTAKES)
 def check_scaled_dot_product_attention(attention_fn: Callable) -> str:

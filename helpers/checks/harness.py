@@ -32,6 +32,7 @@ import inspect
 import math
 import os
 import string
+import sys
 import traceback
 import warnings
 from dataclasses import dataclass, field
@@ -40,7 +41,7 @@ from typing import Any, Callable
 import numpy as np
 
 from ..i18n import tr
-from .guard import OffLimitsUsed, forbidden, off_limits_name, used
+from .guard import TAMPERING, OffLimitsUsed, forbidden, off_limits_name, static_tampering, tampering_message, used
 
 PASS, FAIL, TODO = "pass", "fail", "todo"
 SYMBOLS = {PASS: "✅", FAIL: "❌", TODO: "📝"}
@@ -123,6 +124,9 @@ def exercise(name: str, *, notebook: str, defines: str, success: str = "correct!
             with warnings.catch_warnings(), np.errstate(all="ignore"), _running(declared):  # no warning shown
                 warnings.simplefilter("ignore")
                 try:
+                    reached = static_tampering(args[0], defines) if args else None
+                    if reached:  # the statement of the answer reaches into the checking code: the grader's verdict
+                        raise Mistake(tampering_message(reached), TAMPERING)
                     extra = body(*args, **kwargs)
                 except NotImplementedYet:
                     verdict = Verdict(name, TODO, tr("harness:todo", "not implemented yet: replace `# Your Code Here` "
@@ -194,6 +198,25 @@ def current_exercise() -> Exercise | None:
     return _RUNNING[-1] if _RUNNING else None
 
 
+def _nested_code(code: Any, name: str) -> Any:
+    return next(c for c in code.co_consts if getattr(c, "co_name", None) == name)
+
+
+_CHECK_CODE = _nested_code(_nested_code(exercise.__code__, "decorate"), "check")  # every check's wrapper
+
+
+def _checking() -> Exercise | None:
+    """The exercise of the innermost check on the call stack (None outside a check): read from the frame of
+    its check's wrapper, which an answer cannot change (unlike a list it could empty)."""
+    frame = sys._getframe(2)
+    while frame is not None:
+        if frame.f_code is _CHECK_CODE:
+            declared = frame.f_locals.get("declared")
+            return declared if isinstance(declared, Exercise) else None
+        frame = frame.f_back
+    return None
+
+
 # ---------------------------------------------------------------------------------------- verdicts
 _SILENCED = [0]  # > 0 inside silenced(): verdicts are neither logged nor raised
 
@@ -215,17 +238,24 @@ class CheckFailed(Exception):
     """Raised by a check under nbgrader's autograding when the exercise does not pass."""
 
 
-@dataclass(frozen=True)
-class Verdict:
-    """What a check returns: displayed as its one verdict line, truthy exactly when it passes."""
+class Verdict(tuple):
+    """What a check returns: displayed as its one verdict line, truthy exactly when it passes.
 
-    exercise: str
-    status: str
-    message: str
-    mistake: str | None = None
+    A tuple (exercise, status, message, mistake) without attributes of its own: once made it cannot be
+    changed, not even with ``object.__setattr__`` (the grader reads it after the student's code ran)."""
 
-    def __post_init__(self) -> None:
-        object.__setattr__(self, "message", " ".join(str(self.message).split()))  # one line, always
+    __slots__ = ()
+
+    def __new__(cls, exercise: str, status: str, message: str, mistake: str | None = None) -> "Verdict":
+        return tuple.__new__(cls, (exercise, status, " ".join(str(message).split()), mistake))  # one line, always
+
+    exercise = property(lambda self: tuple.__getitem__(self, 0), doc="the exercise's name")
+    status = property(lambda self: tuple.__getitem__(self, 1), doc="pass, fail or todo")
+    message = property(lambda self: tuple.__getitem__(self, 2), doc="the verdict line without its symbol and name")
+    mistake = property(lambda self: tuple.__getitem__(self, 3), doc="the code of the mistake recognised, or None")
+
+    def __getnewargs__(self) -> tuple:
+        return tuple(self)
 
     def __bool__(self) -> bool:
         return self.status == PASS
@@ -282,11 +312,11 @@ def call(func: Any, *args: Any, **kwargs: Any) -> Any:
     """Call the student's function quietly; turn its stub or its crash into a readable message."""
     if not callable(func):
         raise generic("not_callable", kind=type(func).__name__)
-    declared = current_exercise()  # a check that names changed inputs itself keeps that job
+    declared = _checking()  # a check that names changed inputs itself keeps that job
     own = declared is not None and bool({"changes_input", "modified_input", "input_modified"} & set(declared.mistakes))
     snapshots = [] if own else _snapshots(func, args, kwargs)
     try:
-        with warnings.catch_warnings(), np.errstate(all="ignore"), forbidden(current_exercise()):
+        with warnings.catch_warnings(), np.errstate(all="ignore"), forbidden(declared):
             warnings.simplefilter("ignore")
             result = func(*args, **kwargs)
             tried = used()
@@ -308,7 +338,10 @@ def call(func: Any, *args: Any, **kwargs: Any) -> Any:
         if name or isinstance(error, OffLimitsUsed):
             raise generic("used_off_limits", call=_call_label(func, args, kwargs), name=name or str(error)) from None
         where = ""
-        frames = traceback.extract_tb(error.__traceback__)
+        try:
+            frames = traceback.extract_tb(error.__traceback__)
+        except Exception:  # noqa: BLE001 - a traceback the grader's sandbox does not let anyone read
+            frames = traceback.StackSummary()
         if len(frames) > 1:
             frame = frames[-1]
             code = (frame.line or "").strip()

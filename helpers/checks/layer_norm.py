@@ -113,7 +113,8 @@ def wrong_layer_norms(norm: LayerNorm, x: torch.Tensor) -> dict[Any, np.ndarray]
                   "the gain and the bias: the same numbers as nn.LayerNorm.",
           mistakes=LAYER_NORM_MISTAKES,
           off_limits=("helpers.transformer.LayerNorm", "torch.nn.LayerNorm", "torch.nn.functional.layer_norm",
-                      "torch.layer_norm"))
+                      "torch.layer_norm", "torch.ops.aten.*layer_norm*", "torch.ops.aten.*group_norm*",
+                      "torch.ops.aten.*batch_norm*", "torch.ops.aten.*instance_norm*"))
 def check_layer_norm(LayerNormClass: Any) -> str:
     """Check a student's LayerNorm class against nn.LayerNorm (through helpers.LayerNorm, equal to it)."""
     cls = _as_class(LayerNormClass)

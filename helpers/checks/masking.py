@@ -233,7 +233,10 @@ def _unshifted(scores: np.ndarray, full: np.ndarray) -> np.ndarray:
 
 @exercise("masked_softmax", notebook="04_masking", defines="masked_softmax",
           off_limits=("helpers.attention.masked_softmax",
-                      "helpers.attention.scaled_dot_product_attention"),
+                      "helpers.attention.scaled_dot_product_attention", "helpers.multi_head.multi_head_attention",
+                      "helpers.multi_head.MultiHeadAttention", "torch.nn.MultiheadAttention",
+                      "torch.nn.functional.multi_head_attention_forward",
+                      "torch.nn.functional.scaled_dot_product_attention", "torch.ops.aten.*scaled_dot_product*"),
           success="correct! Blocked keys get exactly 0, fully masked rows are all zeros, no NaN.",
           mistakes=MASKED_SOFTMAX_MISTAKES)
 def check_masked_softmax(masked_softmax_fn: Callable) -> str:

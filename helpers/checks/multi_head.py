@@ -66,7 +66,7 @@ def wrong_splits(x: np.ndarray, num_heads: int) -> dict:
 
 
 @exercise("split_heads", notebook="03_multi_head_attention", defines="split_heads",
-          off_limits=("helpers.multi_head.split_heads",),
+          off_limits=("helpers.multi_head.split_heads", "helpers.multi_head.MultiHeadAttention"),
           success="correct! (batch, L, d_model) -> (batch, h, L, d_k): head i owns columns i*d_k to (i+1)*d_k - 1.",
           mistakes=SPLIT_MISTAKES)
 def check_split_heads(split_fn: Callable) -> str:

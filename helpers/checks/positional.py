@@ -81,7 +81,8 @@ def wrong_position_matrices(seq_length: int, embed_size: int) -> dict:
 
 
 @exercise("create_position_matrix", notebook="01_positional_encoding", defines="create_position_matrix",
-          off_limits=("helpers.positional.positional_encoding", "helpers.positional.PositionalEncoding"),
+          off_limits=("helpers.positional.positional_encoding", "helpers.positional.PositionalEncoding",
+                      "helpers.positional.rotation_matrix", "helpers.positional.apply_rope"),
           success="correct! Sine on the even columns, cosine on the odd ones.", mistakes=POSITION_MISTAKES)
 def check_create_position_matrix(create_position_matrix) -> str:
     """Check a student's create_position_matrix(seq_length, embed_size) against the reference."""
@@ -141,7 +142,7 @@ def wrong_rotation_matrices(k: int, d_model: int) -> dict:
 
 
 @exercise("rotation_matrix", notebook="01_positional_encoding", defines="rotation_matrix",
-          off_limits=("helpers.positional.rotation_matrix",),
+          off_limits=("helpers.positional.rotation_matrix", "helpers.positional.apply_rope"),
           success="correct! PE(pos + k) = PE(pos) @ R for every position.", mistakes=ROTATION_MISTAKES)
 def check_rotation_matrix(rotation_matrix_fn) -> str:
     """Check a student's rotation_matrix(k, d_model) against the reference and the shift property."""
@@ -245,7 +246,7 @@ ROPE_CASES = [((5, 8), [3, 7, 0, 12, 5]), ((2, 3, 6, 16), [0, 1, 2, 3, 10, 100])
 
 
 @exercise("apply_rope", notebook="01_positional_encoding", defines="apply_rope",
-          off_limits=("helpers.positional.apply_rope",),
+          off_limits=("helpers.positional.apply_rope", "helpers.positional.rotation_matrix"),
           success="correct! Each pair (2i, 2i+1) turns by pos * w_i, in RoFormer's direction.",
           mistakes=ROPE_MISTAKES)
 def check_apply_rope(apply_rope_fn) -> str:

@@ -246,7 +246,7 @@ def _mean(loss: torch.Tensor, keep: torch.Tensor) -> torch.Tensor:
 @exercise("label_smoothing_loss", notebook="06_training", defines="LabelSmoothingLoss",
           success="correct! Cross-entropy against the smoothed target, over the real tokens.", mistakes=LOSS_MISTAKES,
           off_limits=("helpers.loss.LabelSmoothingLoss", "torch.nn.functional.cross_entropy:label_smoothing",
-                      "torch.nn.CrossEntropyLoss:label_smoothing"))
+                      "torch.nn.CrossEntropyLoss:label_smoothing", "torch._C._nn.cross_entropy_loss:label_smoothing"))
 def check_label_smoothing_loss(loss_class: Any) -> str:
     """Check a student's LabelSmoothingLoss(smoothing, pad_id)(logits, target) against the reference."""
     for seed, (eps, pad_id, v, rows) in enumerate(LOSS_CASES):
@@ -394,7 +394,7 @@ def wrong_decodings(model: Transformer, src: torch.Tensor) -> dict[Any, np.ndarr
 
 @exercise("greedy_decode", notebook="06_training", defines="greedy_decode",
           success="correct! One token at a time, always the most likely one.", mistakes=GREEDY_MISTAKES,
-          off_limits=("helpers.decoding.greedy_decode",))
+          off_limits=("helpers.decoding.greedy_decode", "helpers.decoding.beam_search"))
 def check_greedy_decode(greedy_decode_fn: Any) -> str:
     """Check a student's greedy_decode(model, src, max_len, start_id, end_id) against the reference."""
     model, src = _decoding_model(), _decoding_source()
