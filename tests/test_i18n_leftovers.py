@@ -37,8 +37,9 @@ MONTHS = re.compile(r"\b(January|February|March|April|May|June|July|August|Septe
                     r"December|Jan|Feb|Mar|Apr|Jun|Jul|Aug|Sep|Sept|Oct|Nov|Dec)\b", re.IGNORECASE)
 
 # A number of five digits or more written without grouping ("60000", "60611.5"), outside a formula: not a
-# base or a factor ("10000^(2/512)", "10000 * 2*pi"), not part of a name, a decimal tail or a hex address.
-UNGROUPED = re.compile(r"(?<![\w.^/])\d{5,}(?:\.\d+)?(?![\w^]|\s*\*)")
+# base or a factor ("10000^(2/512)", "10000 * 2*pi"), not part of a name, a decimal tail (after a decimal point,
+# or the comma of Portuguese and Vietnamese: "1,036633") or a hex address.
+UNGROUPED = re.compile(r"(?<![\w.,^/])\d{5,}(?:[.,]\d+)?(?![\w^]|\s*\*)")
 # Cells whose English code prints an ungrouped number the translation cannot reach (only comments and the
 # text of displayed strings are translated): (language, notebook, cell id) -> what the English code must do.
 # Remove an entry once its cell groups its numbers (a test fails while an entry is no longer needed).
@@ -109,6 +110,7 @@ def test_the_ungrouped_search_finds_long_numbers():
     assert ungrouped_numbers("longitud de onda 60611.5  (10000 * 2*pi = 62831.9)") == ["60611.5", "62831.9"]
     assert ungrouped_numbers("10000^(2/512), 1/10000, 0.000012345, 0x7f12345678, 2026-11-21") == []
     assert ungrouped_numbers("Vocabulary(14 tokens: <pad> + '0123456789-')") == []
+    assert ungrouped_numbers("razão 1,036633; taxa 0,00442; 60611,5") == ["60611,5"]
     assert ungrouped_numbers("60\u202f000 pares, 2000 fechas, 63\u202f119\u202f496 parámetros") == []
 
 
