@@ -76,7 +76,7 @@ def test_greedy_decode_equals_the_slow_way():
 def test_tiny_model_overfits_a_few_batches():
     data = make_date_dataset(n_train=64, n_valid=8, n_test=8, seed=1)
     config = TrainConfig(d_model=32, num_heads=2, num_layers=1, d_ff=64, dropout=0.0, batch_size=64, steps=60,
-                         warmup=10, lr_factor=2.0)
+                         warmup=10, lr_factor=0.5)
     model = build_model(config)
     history = train_model(model, ShuffledBatches(data.train, 64), config, device="cpu", progress=False)
     assert len(history.loss) == 60 and len(history.lr) == 60
