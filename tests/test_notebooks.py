@@ -82,7 +82,7 @@ def test_each_exercise_names_everything_off_limits_in_it(notebook_name):
         for dotted in exercise.off_limits:
             if "*" in dotted:  # a family of torch's internal operators, named by what they compute
                 phrase = next(words for part, words in KERNEL_FAMILIES.items() if part in dotted)
-                assert phrase in " ".join(task.split()), f"{exercise.name}: say that {dotted} is off limits ({phrase!r})"
+                assert phrase in " ".join(task.split()), f"{exercise.name}: say {dotted} is off limits ({phrase!r})"
                 continue
             forms, keyword = spellings(dotted)
             assert any(f"`{form}`" in task for form in forms), f"{exercise.name}: name {' or '.join(forms)}"
