@@ -59,3 +59,58 @@ def test_makefile_never_hides_a_failing_command():
     for line in makefile.splitlines():
         if "pip install" in line:
             assert "|| true" not in line, line
+
+
+def _make_test_dry_run(*overrides):
+    """What `make -n test` would run: [(the pytest command's words, {notebook paths, folders expanded})]."""
+    import subprocess
+
+    done = subprocess.run(["make", "-n", "--no-print-directory", "test", *overrides], cwd=ROOT, capture_output=True,
+                          text=True, timeout=120)
+    assert done.returncode == 0, done.stderr
+    runs = []
+    for line in done.stdout.replace("\\\n", " ").splitlines():
+        if " -m pytest " not in line:
+            continue
+        words, paths = line.split(), set()
+        for word in words:
+            path = ROOT / word
+            if word.startswith(("notebooks", "editions", "solutions")) and path.exists():
+                paths |= set(path.glob("*.ipynb")) if path.is_dir() else {path}
+        runs.append((words, paths))
+    return runs
+
+
+def _notebooks_run(runs, mode):
+    """Every notebook the runs give to nbval in mode ("--nbval" or "--nbval-lax"), with repeats."""
+    return [path for words, paths in runs if mode in words for path in sorted(paths)]
+
+
+def test_make_test_runs_every_student_notebook_once_in_lax_nbval_or_in_the_browser():
+    """Where Chromium is installed, the browser test runs the English student notebooks and notebook 01 of
+    every edition whose EDITION lists it, and lax nbval runs the others; elsewhere lax nbval runs them all."""
+    students = set((ROOT / "notebooks").glob("*.ipynb")) | set((ROOT / "editions").glob("*/notebooks/*.ipynb"))
+    in_browser = set((ROOT / "notebooks").glob("*.ipynb")) | {
+        path.parent / "notebooks" / "01_positional_encoding.ipynb" for path in (ROOT / "editions").glob("*/EDITION")
+        if "01_positional_encoding" in path.read_text(encoding="utf-8").split()}
+    runs = _make_test_dry_run("BROWSER_HERE=yes")
+    lax = _notebooks_run(runs, "--nbval-lax")
+    assert sorted(lax) == sorted(students - in_browser)
+    assert any("tests/test_browser.py" in words for words, _ in runs)
+    lax = _notebooks_run(_make_test_dry_run("BROWSER_HERE="), "--nbval-lax")
+    assert sorted(lax) == sorted(students)
+
+
+def test_make_test_runs_every_solution_strictly_once_the_english_at_the_default_thread_count():
+    runs = _make_test_dry_run()
+    solutions = set((ROOT / "solutions").glob("*.ipynb")) | set((ROOT / "editions").glob("*/solutions/*.ipynb"))
+    assert sorted(_notebooks_run(runs, "--nbval")) == sorted(solutions)
+    makefile = (ROOT / "Makefile").read_text()
+    one_thread = re.search(r"^ONE_THREAD := (.*)$", makefile, re.M).group(1).split()
+    assert re.search(r"^\$\(ONE_THREAD\) nbval-solutions-% nbval-notebooks-%: export OMP_NUM_THREADS := 1$",
+                     makefile, re.M)
+    assert "nbval-solutions" not in one_thread and "unit-grader" in one_thread and "browser" in one_thread
+    unit = [words for words, _ in runs if "tests" in words or any(w.startswith("tests/test_") for w in words)]
+    named = {w for words in unit for w in words if w.startswith("tests/test_") and "--ignore" not in w}
+    ignored = {w.split("=", 1)[1] for words in unit for w in words if w.startswith("--ignore=")}
+    assert named == ignored, "every test file that a run of its own takes is left out of the run of the others"

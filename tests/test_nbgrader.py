@@ -1,21 +1,23 @@
 """A real nbgrader course built from solutions/: the registry's metadata grades what it should.
 
-One module-scoped fixture builds a throw-away course, releases the solution notebooks with
-`nbgrader generate_assignment`, and autogrades three submissions in one `nbgrader autograde`:
+One module-scoped fixture builds a throw-away course whose assignment holds the six solution notebooks and,
+for every edition (editions/<language>/), its notebook 01 as `01_positional_encoding_<language>`; it
+releases them with one `nbgrader generate_assignment` and autogrades three submissions in one
+`nbgrader autograde`:
 
     release    notebooks 01 and 05 exactly as nbgrader released them    -> 0 points (the pristine student
                notebooks, which carry the same cells, all run in nbval and in the grader's tests)
-    solutions  the solution notebooks                                    -> every exercise's points
-    swapped    only notebook 01, with sin and cos swapped in             -> all points of 01 but that one
-               create_position_matrix; nbgrader scores the absent
-               notebooks 0 without running them
+    solutions  the six English solution notebooks, each cut after its    -> every exercise's points (the cells
+               last check cell                                              after it cannot change a grade;
+                                                                            nbval runs them whole)
+    swapped    notebook 01 in English and in every edition, with sin     -> all points of 01 but that one
+               and cos swapped in create_position_matrix                    create_position_matrix, the hint in
+                                                                            the notebook's language; nbgrader
+                                                                            scores the absent notebooks 0
+                                                                            without running them
 
-and, for every edition (editions/<language>/), an assignment of its notebook 01 with one submission:
-notebook 01 in that language with sin and cos swapped, which loses exactly that exercise, with the hint in
-that language.
-
-Autograding executes 9 notebooks and one per edition (notebook 06 loads its trained weights from .cache/checkpoints,
-or trains them once, about a minute), so this module takes a few minutes; it runs once per session.
+Autograding executes 8 notebooks and one per edition (notebook 06 loads its trained weights from
+.cache/checkpoints, or trains them once, about a minute), so this module takes a few minutes; it runs once.
 """
 
 from __future__ import annotations
@@ -38,7 +40,7 @@ from helpers.checks import EXERCISES, exercises_in
 from conftest import ROOT, SOLUTIONS
 
 ASSIGNMENT = "ps1"
-EDITIONS = sorted(translate.LANGUAGES)  # es, pt, vi: assignment "ps1<language>"
+EDITIONS = sorted(translate.LANGUAGES)  # es, pt, vi: notebook "01_positional_encoding_<language>" of ps1
 COURSE = "tfs-test"
 STUDENTS = ("release", "solutions", "swapped")
 NOTEBOOK_01 = "01_positional_encoding"
@@ -78,6 +80,17 @@ def _swap_sin_and_cos(notebook: nbformat.NotebookNode) -> None:
     cell.source = swapped
 
 
+def _edition_01(language: str) -> str:
+    """The name of an edition's notebook 01 in the assignment."""
+    return f"{NOTEBOOK_01}_{language}"
+
+
+def _cut_after_the_last_check(notebook: nbformat.NotebookNode) -> None:
+    """Drop the cells after the last graded (check) cell: they cannot change a grade."""
+    last = max(i for i, c in enumerate(notebook.cells) if c.metadata.get("nbgrader", {}).get("grade"))
+    del notebook.cells[last + 1:]
+
+
 @pytest.fixture(scope="module")
 def course(tmp_path_factory):
     """The course root after autograding, and the scores read back from gradebook.db:
@@ -89,31 +102,27 @@ def course(tmp_path_factory):
     source.mkdir(parents=True)
     for path in SOLUTIONS:
         shutil.copy(path, source / path.name)
+    for language in EDITIONS:
+        shutil.copy(ROOT / "editions" / language / "solutions" / f"{NOTEBOOK_01}.ipynb",
+                    source / f"{_edition_01(language)}.ipynb")
     _nbgrader(root, "generate_assignment", ASSIGNMENT)
 
     released = root / "release" / ASSIGNMENT
     submissions = {student: root / "submitted" / student / ASSIGNMENT for student in STUDENTS}
-    submissions["release"].mkdir(parents=True)
+    for folder in submissions.values():
+        folder.mkdir(parents=True)
     for name in RELEASED:
         shutil.copy(released / f"{name}.ipynb", submissions["release"] / f"{name}.ipynb")
-    shutil.copytree(source, submissions["solutions"])
-    submissions["swapped"].mkdir(parents=True)
-    notebook = nbformat.read(source / f"{NOTEBOOK_01}.ipynb", as_version=4)
-    _swap_sin_and_cos(notebook)
-    nbformat.write(notebook, submissions["swapped"] / f"{NOTEBOOK_01}.ipynb")
+    for path in SOLUTIONS:
+        notebook = nbformat.read(source / path.name, as_version=4)
+        _cut_after_the_last_check(notebook)
+        nbformat.write(notebook, submissions["solutions"] / path.name)
+    for name in (NOTEBOOK_01, *map(_edition_01, EDITIONS)):
+        notebook = nbformat.read(source / f"{name}.ipynb", as_version=4)
+        _swap_sin_and_cos(notebook)
+        nbformat.write(notebook, submissions["swapped"] / f"{name}.ipynb")
 
     autograde = _nbgrader(root, "autograde", ASSIGNMENT)  # every student of submitted/ in one run
-
-    for language in EDITIONS:  # every edition: its notebook 01, one submission
-        edition, source = f"{ASSIGNMENT}{language}", root / "source" / f"{ASSIGNMENT}{language}"
-        source.mkdir(parents=True)
-        shutil.copy(ROOT / "editions" / language / "solutions" / f"{NOTEBOOK_01}.ipynb", source)
-        _nbgrader(root, "generate_assignment", edition)
-        translated = nbformat.read(source / f"{NOTEBOOK_01}.ipynb", as_version=4)
-        _swap_sin_and_cos(translated)
-        (root / "submitted" / "swapped" / edition).mkdir(parents=True)
-        nbformat.write(translated, root / "submitted" / "swapped" / edition / f"{NOTEBOOK_01}.ipynb")
-        _nbgrader(root, "autograde", edition, "--student", "swapped")
 
     scores: dict[str, dict] = {}
     with Gradebook(f"sqlite:///{root / 'gradebook.db'}", COURSE) as gradebook:
@@ -122,11 +131,6 @@ def course(tmp_path_factory):
             scores[student] = {nb.name: {"score": nb.score, "max_score": nb.max_score,
                                          "grades": {g.name: (g.score, g.max_score) for g in nb.grades}}
                                for nb in submission.notebooks}
-        for language in EDITIONS:
-            submission = gradebook.find_submission(f"{ASSIGNMENT}{language}", "swapped")
-            scores[f"swapped-{language}"] = {nb.name: {"score": nb.score, "max_score": nb.max_score,
-                                                       "grades": {g.name: (g.score, g.max_score) for g in nb.grades}}
-                                             for nb in submission.notebooks}
     seconds = time.perf_counter() - started
     print(f"\nnbgrader course built and autograded in {seconds:.0f} s")
     return {"root": root, "scores": scores, "log": autograde.stderr, "seconds": seconds}
@@ -141,19 +145,26 @@ def test_release_holds_no_solution_and_matches_the_student_notebooks(course):
         assert len(answers) == len(exercises_in(path.stem))
         student = nbformat.read(ROOT / "notebooks" / path.name, as_version=4)  # our generator's stubs, same cells
         assert answers == {_grade_id(c): c.source for c in student.cells if _grade_id(c) in answers}
+    for language in EDITIONS:  # and each edition's notebook 01, with the stubs of its student notebook
+        released = nbformat.read(course["root"] / "release" / ASSIGNMENT / f"{_edition_01(language)}.ipynb", 4)
+        answers = {_grade_id(c): c.source for c in released.cells if c.metadata.get("nbgrader", {}).get("solution")}
+        student = nbformat.read(ROOT / "editions" / language / "notebooks" / f"{NOTEBOOK_01}.ipynb", as_version=4)
+        assert answers and answers == {_grade_id(c): c.source for c in student.cells if _grade_id(c) in answers}
 
 
 def test_the_gradebook_knows_every_exercise_of_the_registry(course):
+    editions = {_edition_01(language) for language in EDITIONS}
     for notebook, result in course["scores"]["solutions"].items():
-        expected = {e.name: e.points for e in exercises_in(notebook)}
+        expected = {e.name: e.points for e in exercises_in(NOTEBOOK_01 if notebook in editions else notebook)}
         assert {g: m for g, (_, m) in result["grades"].items()} == expected, notebook
-    assert sum(r["max_score"] for r in course["scores"]["solutions"].values()) == sum(
+    assert sum(r["max_score"] for n, r in course["scores"]["solutions"].items() if n not in editions) == sum(
         e.points for e in EXERCISES.values())
 
 
 def test_solutions_get_full_marks(course):
     scores = course["scores"]["solutions"]
-    assert set(scores) == {p.stem for p in SOLUTIONS}
+    assert set(scores) == {p.stem for p in SOLUTIONS} | {_edition_01(language) for language in EDITIONS}
+    scores = {notebook: result for notebook, result in scores.items() if notebook in {p.stem for p in SOLUTIONS}}
     for notebook, result in scores.items():
         lost = {g: s for g, s in result["grades"].items() if s[0] != s[1]}
         assert not lost, f"{notebook}: the solution loses points on {lost}"
@@ -180,7 +191,7 @@ def test_swapped_sin_and_cos_loses_exactly_that_exercise(course):
         assert first["grades"][exercise.name] == (exercise.points,) * 2
     assert first["score"] == sum(e.points for e in others) < first["max_score"]
     for notebook, result in scores.items():  # nbgrader scores a notebook that was not submitted 0, unexecuted
-        if notebook != NOTEBOOK_01:
+        if notebook != NOTEBOOK_01 and notebook not in {_edition_01(language) for language in EDITIONS}:
             assert result["score"] == 0 and result["max_score"] > 0
     assert "No submitted file" in course["log"]
 
@@ -212,10 +223,10 @@ def test_check_cells_of_the_solutions_write_nothing_to_stderr(course, path):
 def test_every_edition_is_graded_the_same_with_hints_in_its_language(course, language):
     from helpers.i18n import tr
 
-    first = course["scores"][f"swapped-{language}"][NOTEBOOK_01]
+    first = course["scores"]["swapped"][_edition_01(language)]
     assert first == course["scores"]["swapped"][NOTEBOOK_01]
-    graded = nbformat.read(course["root"] / "autograded" / "swapped" / f"{ASSIGNMENT}{language}" /
-                           f"{NOTEBOOK_01}.ipynb", 4)
+    graded = nbformat.read(course["root"] / "autograded" / "swapped" / ASSIGNMENT /
+                           f"{_edition_01(language)}.ipynb", 4)
     (cell,) = [c for c in graded.cells if _grade_id(c) == "create_position_matrix"]
     errors = [o for o in cell.outputs if o.output_type == "error"]
     hint = EXERCISES["create_position_matrix"].mistakes["sin_cos_swapped"]
