@@ -16,7 +16,7 @@ releases them with one `nbgrader generate_assignment` and autogrades three submi
                                                                             scores the absent notebooks 0
                                                                             without running them
 
-Autograding executes 8 notebooks and one per edition (notebook 06 loads its trained weights from
+Autograding executes 9 notebooks and one per edition (notebook 06 loads its trained weights from
 .cache/checkpoints, or trains them once, about a minute), so this module takes a few minutes; it runs once.
 """
 
