@@ -206,6 +206,14 @@ def format_of(source: str, target: str) -> str:
     raise ValueError(f"source {source!r} is not {target} written in any of the FORMATS")
 
 
+def language_label(language: str) -> str:
+    """How a table names the language of a form of FORMATS: its code ("en", "es", "pt", "vi") as it is, and
+    "numeric" in the language of the messages (set_language): "numérico" in Spanish."""
+    if language not in {lang for _, lang, _ in FORMATS}:
+        raise ValueError(f"language must be one of the languages of FORMATS, got {language!r}")
+    return tr("dates:numeric", "numeric") if language == "numeric" else language
+
+
 def random_written_date(date: dt.date, rng: random.Random) -> str:
     """One written form of `date`: a random format, zero-padded half of the time."""
     return format_date(date, rng.randrange(len(FORMATS)), zero_pad=rng.random() < 0.5)
@@ -306,5 +314,5 @@ def decode_targets(ids: torch.Tensor, vocab: Vocabulary = TARGET_VOCAB) -> list[
 
 __all__ = ["BOS", "EOS", "FIRST_DATE", "FORMATS", "FORMAT_NAMES", "LAST_DATE", "PAD", "SOURCE_CHARS",
            "SOURCE_VOCAB", "TARGET_CHARS", "TARGET_LENGTH", "TARGET_VOCAB", "UNK", "DateDataset", "Vocabulary",
-           "decode_targets", "encode_sources", "encode_targets", "format_date", "format_of", "make_date_dataset",
-           "random_written_date"]
+           "decode_targets", "encode_sources", "encode_targets", "format_date", "format_of", "language_label",
+           "make_date_dataset", "random_written_date"]

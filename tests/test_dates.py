@@ -150,3 +150,18 @@ def test_notebook_06_states_the_data_sets_counts():
     assert not re.search(r"\b(28|75)\b (ways|written forms|formats|forms|tokens)", prose)
     for letter in SOURCE_CHARS[SOURCE_CHARS.index("Z") + 1:]:  # every accented letter is named
         assert f"`{letter}" in prose or f" {letter}`" in prose or f" {letter} " in prose, letter
+
+
+def test_a_tables_language_column_names_the_numeric_forms_in_the_language_of_the_messages():
+    from helpers.dates import language_label
+    from helpers.i18n import set_language
+
+    assert [language_label(code) for code in ("en", "es", "pt", "vi", "numeric")] == ["en", "es", "pt", "vi", "numeric"]
+    try:
+        for language, word in (("es", "numérico"), ("pt", "numérico"), ("vi", "dạng số")):
+            set_language(language)
+            assert language_label("numeric") == word and language_label("es") == "es"
+    finally:
+        set_language("en")
+    with pytest.raises(ValueError, match="language must be one of"):
+        language_label("fr")
