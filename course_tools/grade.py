@@ -16,8 +16,9 @@ cells after it cannot change a grade, so they are not run. Errors do not stop th
 running longer than --timeout seconds is interrupted, and the next cells still run.
 
 The grade does not come from that kernel: a student's cell could write or patch anything there.
-Each exercise's verdict is computed in a second, fresh interpreter that loads only the notebook's
-imports and ``def``/``class`` statements and calls the registry's check (course_tools/verdicts.py).
+Each exercise's verdict is computed in a second process, the notebook's own, that loads only the notebook's
+imports and ``def``/``class`` statements and calls the registry's check (course_tools/verdicts.py, forked
+from a server that has imported the checking code: course_tools/forkserver.py).
 An exercise is ``pass``, ``fail`` (with a mistake code when the check recognised the mistake) or
 ``todo``; it fails with ``check_not_run`` when its check cell is missing, ``kernel_died`` or
 ``timed_out`` when the kernel died or a cell timed out before its check cell ran, and
@@ -49,7 +50,6 @@ import json
 import os
 import re
 import secrets
-import subprocess
 import sys
 import tempfile
 import time
@@ -67,6 +67,7 @@ from helpers.checks import EXERCISES, exercises_in
 from helpers.checks.harness import FAIL, PASS, SYMBOLS
 from helpers.i18n import tr
 
+from .forkserver import run_verdicts
 from .verdicts import notebook_language, verify
 
 NOT_RUN_CODE = "check_not_run"
@@ -235,48 +236,19 @@ def execute(notebook: nbformat.NotebookNode, workdir: Path, timeout: int) -> Run
     return run
 
 
-def _read_all(fd: int, limit: int = 1 << 20) -> bytes:
-    """What is written to the pipe fd until every writer closed it (at most limit bytes are kept)."""
-    chunks, size = [], 0
-    with os.fdopen(fd, "rb", buffering=0) as pipe:
-        while True:
-            chunk = pipe.read(65536)
-            if not chunk:
-                break
-            if size < limit:
-                chunks.append(chunk)
-            size += len(chunk)
-    return b"".join(chunks)[:limit + 1]
-
-
 def _no_verdicts(names: list[str], mistake: str, message: str) -> dict[str, dict]:
     return {name: {"name": name, "status": FAIL, "mistake": mistake, "message": message} for name in names}
 
 
 def fresh_verdicts(path: Path, names: list[str], timeout: int, language: str = "en") -> dict[str, dict]:
-    """{exercise: verdict dict}, computed in a new interpreter from the notebook's definitions alone
-    (course_tools.verdicts). It receives a fresh random key on its stdin and the write end of a pipe;
-    only one line on that pipe, signed with the key, followed by the exit status 0, is accepted."""
+    """{exercise: verdict dict}, computed in a process of its own from the notebook's definitions alone
+    (course_tools.verdicts, forked by course_tools.forkserver). It receives a fresh random key on its stdin
+    and the write end of a pipe; only one line on that pipe, signed with the key, followed by the exit
+    status 0, is accepted."""
     if not names:
         return {}
     key = secrets.token_bytes(32)
-    read_end, write_end = os.pipe()
-    command = [sys.executable, "-m", "course_tools.verdicts", str(path), *names, "--timeout", str(timeout),
-               "--result-fd", str(write_end)]
-    try:
-        process = subprocess.Popen(command, stdin=subprocess.PIPE, stdout=subprocess.DEVNULL, stderr=subprocess.PIPE,
-                                   pass_fds=(write_end,), env={**os.environ, "PYTHONUNBUFFERED": "1"})
-    finally:
-        os.close(write_end)
-    with ThreadPoolExecutor(max_workers=1) as reader:
-        received = reader.submit(_read_all, read_end)
-        try:
-            _, stderr = process.communicate(key, timeout=timeout * len(names) + 120)
-        except subprocess.TimeoutExpired:
-            process.kill()
-            _, stderr = process.communicate()
-        data = received.result()
-    status = process.returncode
+    status, data, stderr = run_verdicts(path, names, timeout, key)
     results = verify(data, key) if status == 0 else None
     if results is not None and [r["name"] for r in results] == names:
         return {r["name"]: r for r in results}
@@ -310,7 +282,7 @@ def grade(path: Path, timeout: int = 600) -> dict:
                          f"(such as 01_positional_encoding) and none of its cells calls a check")
     names = [e.name for e in exercises_in(stem)]
     language = notebook_language(path)
-    with ThreadPoolExecutor(max_workers=1) as pool:  # the verdicts' interpreter starts while the kernel runs
+    with ThreadPoolExecutor(max_workers=1) as pool:  # the verdicts process works while the kernel runs
         verdicts = pool.submit(fresh_verdicts, path, names, timeout, language)
         trimmed = through_last_check(notebook)
         run = execute(trimmed, path.resolve().parent, timeout)

@@ -1,4 +1,4 @@
-"""The grader's second interpreter made hard to fool: its audit hook, its snapshot of the checking code
+"""The grader's verdicts process made hard to fool: its audit hook, its snapshot of the checking code
 and the signature of its verdicts. course_tools/verdicts.py calls protect() before any student code runs.
 
     protect(key, fd, language, compute=..., finish=..., main=...)

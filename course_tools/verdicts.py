@@ -1,13 +1,14 @@
-"""The grader's verdicts, computed in a fresh interpreter from the student's definitions alone.
+"""The grader's verdicts, computed in a process of their own from the student's definitions alone.
 
     python -m course_tools.verdicts NOTEBOOK.ipynb EXERCISE [EXERCISE ...] --result-fd FD [--timeout S]
 
-The grader (course_tools/grade.py) starts this process with a fresh random key on its stdin and a
-pipe of its own on file descriptor FD. The process writes exactly one line there, its verdicts
+The grader (course_tools/grade.py) starts this process, or forks it from its fork server that has
+already imported the checking code (course_tools/forkserver.py, which then calls main as this command
+line would), with a fresh random key on its stdin and a pipe of its own on file descriptor FD. The process writes exactly one line there, its verdicts
 signed with the key (HMAC-SHA256), and exits with status 0; the grader accepts nothing else. What
 a student's code prints, or writes anywhere, is not a verdict: it is not signed.
 
-Nothing a notebook's kernel computed is trusted, and here, in a new process:
+Nothing a notebook's kernel computed is trusted, and here, in a process no other notebook's code ran in:
 
 1. the key is read before anything else, and lives only inside the process's audit hook
    (``sys.addaudithook``), which no Python code can list; the checking code and everything it uses are
@@ -121,7 +122,7 @@ def _alarm(signum: int, frame: Any) -> None:
 
 
 def compute(path: Path, names: tuple[str, ...], timeout: int = 600) -> tuple:
-    """The verdict of each exercise named, for the notebook at path, computed here (call this in a fresh
+    """The verdict of each exercise named, for the notebook at path, computed here (call this in a verdicts
     process, from main): a tuple of (name, status, mistake or None, message), in the order asked.
 
     Everything kept here between two checks is a tuple or a str: nothing a student's code could change."""

@@ -251,7 +251,18 @@ def test_every_exercise_declares_what_is_off_limits():
             f"{exercise.name}: its own reference must be off limits")
 
 
-def test_the_verdicts_process_refuses_what_no_answer_needs(tmp_path):
+@pytest.fixture(params=["forked", "new interpreter"])
+def verdicts_process(request, monkeypatch):
+    """How the grader starts its verdicts processes: forked by its fork server (course_tools/forkserver.py), or,
+    where the platform cannot fork one, as a new interpreter each (both are tested)."""
+    from course_tools import forkserver
+
+    if request.param == "new interpreter":
+        monkeypatch.setattr(forkserver, "_server", lambda: None)
+    return request.param
+
+
+def test_the_verdicts_process_refuses_what_no_answer_needs(tmp_path, verdicts_process):
     """Walking the interpreter's objects or threads, ctypes: refused in the grader's verdicts process (its
     audit hook), each a `tampering` fail of the exercise whose check was running. No kernel runs here."""
     path = small_notebook(tmp_path, "walk_01_positional_encoding.ipynb", "01_positional_encoding", {
@@ -268,3 +279,47 @@ def test_the_verdicts_process_refuses_what_no_answer_needs(tmp_path):
                          ("apply_rope", "ctypes")):
         assert (found[name]["status"], found[name]["mistake"]) == ("fail", "tampering"), found[name]
         assert reason in found[name]["message"]
+
+
+RIGHT_PE = solution_source("01_positional_encoding", "create_position_matrix")
+SWAPPED_PE = RIGHT_PE.replace("np.sin(", "np.SIN(").replace("np.cos(", "np.sin(").replace("np.SIN(", "np.cos(")
+
+
+@pytest.mark.skipif(not Path("/proc/self/fd").is_dir(), reason="no /proc/self/fd on this system")
+def test_a_forked_verdicts_process_holds_only_its_own_descriptors(tmp_path, verdicts_process):
+    """Four descriptors (its key on 0, /dev/null on 1, stderr on 2, the result pipe): nothing of the fork
+    server's, of another notebook's pipes or of the grader's. The answer is right only while that holds (the
+    listing itself opens a fifth)."""
+    assert "np.sin(" in RIGHT_PE
+    only_its_own = RIGHT_PE.replace(PE_SIGNATURE, PE_SIGNATURE + (
+        "    import os\n    if len(os.listdir('/proc/self/fd')) != 5:\n"
+        "        return None\n"), 1)
+    path = small_notebook(tmp_path, "fds_01_positional_encoding.ipynb", "01_positional_encoding",
+                          {"create_position_matrix": only_its_own})
+    from course_tools.grade import fresh_verdicts
+
+    found = fresh_verdicts(path, ["create_position_matrix"], 60)
+    assert found["create_position_matrix"]["status"] == "pass", found
+
+
+def test_what_one_notebook_changes_in_its_verdicts_process_does_not_reach_the_next(tmp_path, verdicts_process):
+    """The first answer swaps numpy's sin and cos (names built at run time: only the snapshot sees it) and fails
+    with `tampering`; the next notebooks, graded by the same fork server, get their own verdicts: a swapped
+    answer is still `sin_cos_swapped`, a right one passes."""
+    from course_tools import forkserver
+    from course_tools.grade import fresh_verdicts
+
+    assert SWAPPED_PE != RIGHT_PE
+    swaps = PE_SIGNATURE + ("    n = getattr(__import__('num' + 'py'), '__di' + 'ct__')\n"
+                            "    n['sin'], n['cos'] = n['cos'], n['sin']\n") + STUB
+    servers, found = set(), []
+    for file_name, answer in (("swaps_01_positional_encoding.ipynb", swaps),
+                              ("swapped_01_positional_encoding.ipynb", SWAPPED_PE),
+                              ("right_01_positional_encoding.ipynb", RIGHT_PE)):
+        path = small_notebook(tmp_path, file_name, "01_positional_encoding", {"create_position_matrix": answer})
+        found.append(fresh_verdicts(path, ["create_position_matrix"], 60)["create_position_matrix"])
+        servers.add(forkserver._server())
+    assert [(v["status"], v["mistake"]) for v in found] == [
+        ("fail", "tampering"), ("fail", "sin_cos_swapped"), ("pass", None)], found
+    assert len(servers) == 1 and (None in servers) == (verdicts_process == "new interpreter"), \
+        "one fork server graded the three notebooks"
