@@ -4,9 +4,10 @@
 
 The grader (course_tools/grade.py) starts this process, or forks it from its fork server that has
 already imported the checking code (course_tools/forkserver.py, which then calls main as this command
-line would), with a fresh random key on its stdin and a pipe of its own on file descriptor FD. The process writes exactly one line there, its verdicts
-signed with the key (HMAC-SHA256), and exits with status 0; the grader accepts nothing else. What
-a student's code prints, or writes anywhere, is not a verdict: it is not signed.
+line would), with a fresh random key on its stdin and a pipe of its own on file descriptor FD. The
+process writes exactly one line there, its verdicts signed with the key (HMAC-SHA256), and exits with
+status 0; the grader accepts nothing else. What a student's code prints, or writes anywhere, is not a
+verdict: it is not signed.
 
 Nothing a notebook's kernel computed is trusted, and here, in a process no other notebook's code ran in:
 
