@@ -6,11 +6,12 @@ grader therefore starts, once, a *fork server*:
 
     python -m course_tools.forkserver --fd N      (started by the grader: run_verdicts below)
 
-It imports what a verdicts process imports before any student code runs (``sandbox._import_everything``)
-and nothing else: it never reads a notebook and never runs a student's code. For each notebook, the grader
-sends it one message on a Unix socket (N): the notebook, the exercise names, the time-out, the grader's
-working folder and environment, with four file descriptors: the read end of the key pipe, the write end
-of the result pipe, the write end of a pipe for stderr, and one end of a socket of this request alone.
+It imports what a verdicts process imports before any student code runs (``sandbox._import_everything``),
+and torch._dynamo, which torch imports when a check first builds an optimizer; nothing else. It never
+reads a notebook and never runs a student's code. For each notebook, the grader sends it one message on
+a Unix socket (N): the notebook, the exercise names, the time-out, the grader's working folder and
+environment, with four file descriptors: the read end of the key pipe, the write end of the result
+pipe, the write end of a pipe for stderr, and one end of a socket of this request alone.
 The server forks a *waiter*, which forks the verdicts process, then reports on the request's socket the
 process's pid (so that the grader can kill it at its time-out) and, when it ends, its exit status.
 
@@ -235,6 +236,8 @@ def serve(fd: int) -> None:
     from course_tools import sandbox
 
     sandbox._import_everything()
+    import torch._dynamo  # noqa: F401 - what torch imports when a check first builds an optimizer: 0.9 s, once here
+
     gc.collect()
     gc.freeze()  # what is imported now stays shared with the forks, not copied by their collections
     signal.signal(signal.SIGCHLD, signal.SIG_IGN)  # the waiters are reaped by the system
