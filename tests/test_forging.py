@@ -230,7 +230,7 @@ def test_a_dead_kernel_and_a_timed_out_cell_are_named(tmp_path):
     result = verdict_of(json.loads(out), "create_position_matrix")
     assert (result["status"], result["mistake"]) == ("fail", "kernel_died"), result
     assert "kernel died while running code cell 3 (`import os`)" in result["message"]
-    looping = PE_SIGNATURE + "    while True:\n        pass\n"
+    looping = PE_SIGNATURE + "    import time\n\n    while True:\n        time.sleep(0.01)\n"  # never ends, asleep
     slow = small_notebook(tmp_path, "slow_01_positional_encoding.ipynb", "01_positional_encoding",
                           {"create_position_matrix": looping}, "import time\ntime.sleep(30)")
     status, out, err = run_grader(slow, "--json", "--timeout", "8")  # imports take seconds on a busy machine

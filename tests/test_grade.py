@@ -77,7 +77,8 @@ def test_solution_notebook_grades_all_pass(solved, stem):
 
 
 def test_runaway_cell_is_interrupted_and_the_rest_still_graded(tmp_path):
-    looping = "def create_position_matrix(seq_length, embed_size):\n    while True:\n        pass\n"
+    looping = ("def create_position_matrix(seq_length, embed_size):\n    import time\n\n    while True:\n"
+               "        time.sleep(0.01)\n")  # a loop that never ends, asleep: no core spins for the 16 s it runs
     path = with_answer(tmp_path, "01_positional_encoding", "create_position_matrix", looping)
     notebook = nbformat.read(path, as_version=4)
     code = [c for c in notebook.cells if c.cell_type == "code"]
