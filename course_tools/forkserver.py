@@ -186,7 +186,6 @@ def _verdicts_process(request: dict, fds: list[int]) -> None:
         for target, fd in ((0, key_read), (1, null), (2, error_write), (3, result_write)):
             os.dup2(fd, target)
         os.closerange(4, os.sysconf("SC_OPEN_MAX") if hasattr(os, "sysconf") else 4096)
-        signal.signal(signal.SIGCHLD, signal.SIG_DFL)
         signal.signal(signal.SIGINT, signal.default_int_handler)
         os.chdir(request["cwd"])
         os.environ.clear()
@@ -215,7 +214,6 @@ def _verdicts_process(request: dict, fds: list[int]) -> None:
 def _waiter(request: dict, fds: list[int]) -> None:
     """In the forked waiter: fork the verdicts process, report its pid, then its exit status. Never returns."""
     try:
-        signal.signal(signal.SIGCHLD, signal.SIG_DFL)
         pid = os.fork()
         if pid == 0:
             _verdicts_process(request, fds)
@@ -229,6 +227,18 @@ def _waiter(request: dict, fds: list[int]) -> None:
         _EXIT(0)
 
 
+def _reap(block: bool) -> None:
+    """Wait for the waiters that ended (block: for all of them), so that their CPU time, and their verdicts
+    processes', is counted as this server's children's, as `time make test` reports it."""
+    while True:
+        try:
+            pid, _ = os.waitpid(-1, 0 if block else os.WNOHANG)
+        except ChildProcessError:
+            return
+        if pid == 0:
+            return
+
+
 def serve(fd: int) -> None:
     """Import the checking code, then fork a waiter for each request on the socket fd, until it closes."""
     import gc
@@ -240,12 +250,13 @@ def serve(fd: int) -> None:
 
     gc.collect()
     gc.freeze()  # what is imported now stays shared with the forks, not copied by their collections
-    signal.signal(signal.SIGCHLD, signal.SIG_IGN)  # the waiters are reaped by the system
     signal.signal(signal.SIGINT, signal.SIG_IGN)  # the grader's Ctrl-C is the grader's to handle
     server = socket.socket(fileno=fd)
     while True:
+        _reap(block=False)
         message, fds, _, _ = socket.recv_fds(server, MESSAGE_LIMIT, PIPES)
         if not message:
+            _reap(block=True)
             return
         try:
             request = json.loads(message) if len(fds) == PIPES else None
