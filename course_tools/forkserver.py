@@ -28,6 +28,7 @@ from __future__ import annotations
 
 import argparse
 import atexit
+import fcntl
 import json
 import os
 import signal
@@ -122,31 +123,47 @@ class ForkServer:
         try:
             socket.send_fds(self.socket, [request], [key_read, result_write, error_write, theirs.fileno()])
             os.write(key_write, key)
+        except OSError as error:  # the server ended: no process has this key
+            ours.close()
+            os.close(result_read)
+            os.close(error_read)
+            raise ServerGone() from error
         finally:
             for fd in (key_read, key_write, result_write, error_write):
                 os.close(fd)
             theirs.close()
         with ours, ThreadPoolExecutor(max_workers=2) as readers:
             received, stderr = readers.submit(_read_all, result_read), readers.submit(_read_all, error_read)
-            status = _wait(ours, timeout * len(names) + 120)
+            status = _wait(ours, timeout * len(names) + 120, grace=60)
             return status, received.result(), stderr.result()
 
 
-def _wait(reply: socket.socket, seconds: float) -> int:
-    """The exit status the waiter reports on reply; the verdicts process is killed after seconds."""
+class ServerGone(Exception):
+    """The fork server ended before it received a request."""
+
+
+def _wait(reply: socket.socket, seconds: float, grace: float) -> int:
+    """The exit status the waiter reports on reply; the verdicts process is killed after seconds, and its status
+    awaited grace seconds more. A waiter or server that ended without saying counts as a process killed (-9)."""
+    killed = -signal.SIGKILL
     reply.settimeout(seconds)
-    pid, status = None, None
     try:
         pid = int(reply.recv(64) or b"0")
-        status = int(reply.recv(64))
-    except socket.timeout:
-        if pid:
-            os.kill(pid, signal.SIGKILL)
-            reply.settimeout(60)
-            status = int(reply.recv(64) or b"-9")
-    except (OSError, ValueError):  # the waiter or the server died: no status
-        pass
-    return -signal.SIGKILL if status is None else status
+    except (OSError, ValueError):
+        return killed
+    if not pid:
+        return killed
+    try:
+        return int(reply.recv(64) or killed)
+    except socket.timeout:  # its time is up
+        os.kill(pid, signal.SIGKILL)  # not reaped yet: its waiter reports its status only after waiting for it
+    except (OSError, ValueError):
+        return killed
+    reply.settimeout(grace)
+    try:
+        return int(reply.recv(64) or killed)
+    except (OSError, ValueError):
+        return killed
 
 
 _SERVER: ForkServer | None = None
@@ -172,17 +189,22 @@ def _server() -> ForkServer | None:
 def run_verdicts(path: Path, names: list[str], timeout: int, key: bytes) -> tuple[int, bytes, bytes]:
     """(exit status, what the verdicts process wrote on its result pipe, its stderr), for the notebook at path."""
     server = _server()
-    return server.run(path, names, timeout, key) if server else spawn_verdicts(path, names, timeout, key)
+    if server is not None:
+        try:
+            return server.run(path, names, timeout, key)
+        except ServerGone:  # it ended since it was started: this notebook gets a new interpreter
+            pass
+    return spawn_verdicts(path, names, timeout, key)
 
 
 # ---------------------------------------------------------------------------------------- the server's side
 def _verdicts_process(request: dict, fds: list[int]) -> None:
     """In the forked verdicts process: its four descriptors in place, every other one closed, then
     verdicts.main. Never returns."""
-    status = 1
+    status, exit_now, write = 1, _EXIT, os.write  # bound before any student code runs, in this frame alone
     try:
-        key_read, result_write, error_write, _ = fds
-        null = os.open(os.devnull, os.O_WRONLY)
+        key_read, result_write, error_write, _ = (fcntl.fcntl(fd, fcntl.F_DUPFD, 10) for fd in fds)
+        null = fcntl.fcntl(os.open(os.devnull, os.O_WRONLY), fcntl.F_DUPFD, 10)  # none of them on 0 to 3 yet
         for target, fd in ((0, key_read), (1, null), (2, error_write), (3, result_write)):
             os.dup2(fd, target)
         os.closerange(4, os.sysconf("SC_OPEN_MAX") if hasattr(os, "sysconf") else 4096)
@@ -199,20 +221,19 @@ def _verdicts_process(request: dict, fds: list[int]) -> None:
         from course_tools import verdicts
 
         sys.argv = [verdicts.__file__, *request["argv"]]
-        status = verdicts.main(request["argv"])
-        status = 0 if status is None else status  # what sys.exit(main()) would make of it
-    except SystemExit as end:
-        status = 0 if end.code is None else end.code if isinstance(end.code, int) else 1
-    except BaseException:  # noqa: BLE001 - shown on the grader's stderr pipe, as a new interpreter would
-        import traceback
-
-        traceback.print_exc()
+        verdicts.main(request["argv"])  # it ends the process itself; if it returns, as sys.exit(main()) would:
+        status = 0
+    except SystemExit:  # argparse refused the command line (nothing of an answer's reads an exception here)
+        status = 2
+    except BaseException:  # noqa: BLE001 - no traceback: printing one would call code an answer can replace
+        write(2, b"the verdicts process ended with an exception\n")
     finally:
-        _EXIT(status if isinstance(status, int) else 1)
+        exit_now(status)
 
 
 def _waiter(request: dict, fds: list[int]) -> None:
     """In the forked waiter: fork the verdicts process, report its pid, then its exit status. Never returns."""
+    exit_now = _EXIT
     try:
         pid = os.fork()
         if pid == 0:
@@ -224,7 +245,7 @@ def _waiter(request: dict, fds: list[int]) -> None:
         _, status = os.waitpid(pid, 0)
         reply.sendall(str(os.waitstatus_to_exitcode(status)).encode())
     finally:
-        _EXIT(0)
+        exit_now(0)
 
 
 def _reap(block: bool) -> None:

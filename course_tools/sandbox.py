@@ -18,8 +18,9 @@ and the signature of its verdicts. course_tools/verdicts.py calls protect() befo
 
 The hook answers three events of verdicts.py's own: ``tfs.exercise`` (the check of an exercise starts;
 the snapshot is compared), ``tfs.off_limits`` (the guard saw an off-limits call, helpers/checks/guard.py)
-and ``tfs.verdicts`` (sign, write to fd, exit 0). The first and the last are accepted only from
-verdicts.py's ``compute`` and ``_finish``, called from its ``main``, with nothing else on the stack.
+and ``tfs.verdicts`` (sign, write to fd, exit 0; exit 3 when the write fails: the hook never returns once it
+signed). The first and the last are accepted only from verdicts.py's ``compute`` and ``_finish``, called
+from the very call of its ``main`` that called protect() (the same frame), with nothing else on the stack.
 """
 
 from __future__ import annotations
@@ -276,7 +277,7 @@ def protect(key: bytes, fd: int, language: str, exercises: tuple[str, ...], *, c
             del linecache.cache[filename]
     guard_file, this_file = guard.__file__, __file__
     base = []  # the code of every frame below main's: the stack the two events of ours must come from
-    frame = sys._getframe(1)
+    frame = main_frame = sys._getframe(1)  # and main's frame itself: a second call of main has another
     if frame.f_code is not main.__code__:
         raise RuntimeError("protect() must be called from verdicts.main")
     while frame is not None:
@@ -295,6 +296,7 @@ def protect(key: bytes, fd: int, language: str, exercises: tuple[str, ...], *, c
     traceback_type, code_type, function_type = types.TracebackType, types.CodeType, types.FunctionType
     posix_path, pure_path, path_text = pathlib.PosixPath, pathlib.PurePosixPath, vars(pathlib.PurePath)["_str"]
     _permission_error, _os_error, _value_error, _attribute_error = PermissionError, OSError, ValueError, AttributeError
+    _base_exception = BaseException
     refused_events, watched, libraries, everyone = frozenset(REFUSED), frozenset(WATCHED), LIBRARIES, ALL
     busy: set[int] = set()
     phase = [ALL]
@@ -334,6 +336,8 @@ def protect(key: bytes, fd: int, language: str, exercises: tuple[str, ...], *, c
         while frame is not None:
             if index >= _len(expected) or frame.f_code is not expected[index]:
                 return False
+            if index == 1 and frame is not main_frame:  # main called again, after or from code of an answer
+                return False
             frame, index = frame.f_back, index + 1
         return index == _len(expected)
 
@@ -367,8 +371,11 @@ def protect(key: bytes, fd: int, language: str, exercises: tuple[str, ...], *, c
         mac = signer.copy()
         mac.update(payload)
         line = b"TFSV1 " + payload + b" " + mac.hexdigest().encode() + b"\n"
-        while line:
-            line = line[write(fd, line):]
+        try:
+            while line:
+                line = line[write(fd, line):]
+        except _base_exception:  # the pipe was closed or replaced: end here, never back in code an answer reaches
+            exit_now(3)
         exit_now(0)
 
     def hook(event: str, args: tuple) -> None:

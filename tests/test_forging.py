@@ -323,3 +323,74 @@ def test_what_one_notebook_changes_in_its_verdicts_process_does_not_reach_the_ne
         ("fail", "tampering"), ("fail", "sin_cos_swapped"), ("pass", None)], found
     assert len(servers) == 1 and (None in servers) == (verdicts_process == "new interpreter"), \
         "one fork server graded the three notebooks"
+
+
+REENTER = PE_SIGNATURE + (  # names built at run time; the answer itself fails, what follows it would pass
+    "    import os as o, sys as s, collections as co\n"
+    "    m = getattr(s, 'mod' + 'ules')\n"
+    "    if '_x' in m:\n"
+    "        raise NotImplementedError()\n"
+    "    m['_x'] = 1\n"
+    "    V, sig, real_sandbox = m['course_tools.verdicts'], m['signal'], m['course_tools.sandbox']\n"
+    "    real_signal, real_compute, saved = sig.signal, V.compute, o.dup(3)\n"
+    "    o.close(3)  # signing fails, and the process must end all the same\n"
+    "\n"
+    "    def fake_compute(path, names, timeout=600):\n"
+    "        sig.signal, V.compute, m['course_tools.sandbox'] = real_signal, real_compute, real_sandbox\n"
+    "        o.dup2(saved, 3)\n"
+    "        return tuple((n, 'pass', None, 'forged') for n in names)\n"
+    "\n"
+    "    class FakeSandbox:\n"
+    "        __spec__ = None\n"
+    "\n"
+    "        def __getattr__(self, name):\n"
+    "            sig.signal, V.compute = (lambda *a: None), fake_compute\n"
+    "            return lambda *a, **k: None\n"
+    "\n"
+    "    m['course_tools.sandbox'] = FakeSandbox()\n"
+    "    m['__main__']._EXIT = co.defaultdict(V.main).__getitem__  # where the fork would end: main again\n"
+    "    raise NotImplementedError()\n")
+
+
+def test_a_second_call_of_the_verdicts_main_signs_nothing(tmp_path, verdicts_process):
+    """An answer that closes the result pipe, so that signing fails, and rebinds what ends the process to a second
+    call of verdicts.main (with a fake protect and compute that put everything back): the hook ends the process
+    when it cannot write, and accepts its events only from the frame of the first call."""
+    path = small_notebook(tmp_path, "reenter_01_positional_encoding.ipynb", "01_positional_encoding",
+                          {"create_position_matrix": REENTER})
+    from course_tools.grade import fresh_verdicts
+
+    found = fresh_verdicts(path, ["create_position_matrix"], 60)["create_position_matrix"]
+    assert found["status"] == "fail" and "forged" not in found["message"], found
+
+
+def test_a_notebook_still_gets_its_verdicts_when_the_fork_server_has_ended(tmp_path, monkeypatch):
+    """The server ended after the grader checked it (killed, say): the notebook gets a new interpreter."""
+    from course_tools import forkserver
+    from course_tools.grade import fresh_verdicts
+
+    server = forkserver.ForkServer()
+    server.process.kill()
+    server.process.wait()
+    monkeypatch.setattr(forkserver, "_server", lambda: server)
+    path = small_notebook(tmp_path, "right_01_positional_encoding.ipynb", "01_positional_encoding",
+                          {"create_position_matrix": RIGHT_PE})
+    assert fresh_verdicts(path, ["create_position_matrix"], 60)["create_position_matrix"]["status"] == "pass"
+    server.close()
+
+
+def test_a_verdicts_process_past_its_time_is_killed():
+    """The waiter said its pid, then nothing for too long: the grader kills it, and counts it as killed."""
+    import signal
+    import socket
+    import subprocess
+    import sys
+
+    from course_tools.forkserver import _wait
+
+    sleeper = subprocess.Popen([sys.executable, "-c", "import time; time.sleep(60)"])
+    ours, theirs = socket.socketpair(socket.AF_UNIX, socket.SOCK_SEQPACKET)
+    with ours, theirs:
+        theirs.send(str(sleeper.pid).encode())
+        assert _wait(ours, 0.5, grace=0.5) == -signal.SIGKILL
+    assert sleeper.wait(timeout=10) == -signal.SIGKILL
