@@ -156,7 +156,10 @@ def _wait(reply: socket.socket, seconds: float, grace: float) -> int:
     try:
         return int(reply.recv(64) or killed)
     except socket.timeout:  # its time is up
-        os.kill(pid, signal.SIGKILL)  # not reaped yet: its waiter reports its status only after waiting for it
+        try:
+            os.kill(pid, signal.SIGKILL)  # not reaped yet: its waiter reports its status only after waiting for it
+        except OSError:  # it ended just now
+            pass
     except (OSError, ValueError):
         return killed
     reply.settimeout(grace)
