@@ -84,6 +84,11 @@ test: setup
 ONE_THREAD := unit unit-others unit-grader unit-nbgrader browser nbval-editions nbval-notebooks
 $(ONE_THREAD) nbval-solutions-% nbval-notebooks-%: export OMP_NUM_THREADS := 1
 
+# Every test run forks its kernels from a warm process that imported torch once (course_tools/warm_kernels.py: the
+# same ipykernel, without 2 s of CPU each to start Python and import torch); make lab starts them as usual.
+WARM_KERNELS := unit unit-others unit-grader unit-nbgrader browser nbval-solutions nbval-editions nbval-notebooks
+$(WARM_KERNELS) nbval-solutions-% nbval-notebooks-%: export JUPYTER_DEFAULT_PROVISIONER_NAME := tfs-warm-kernels
+
 lint: setup
 	$(VENV)/bin/ruff check helpers course_tools tests benchmarks
 

@@ -38,6 +38,8 @@ import argparse
 import ast
 import copy
 import difflib
+import functools
+import hashlib
 import io
 import re
 import sys
@@ -116,6 +118,26 @@ class Piece:
     note: str
 
 
+def _unchanged_since_read(function):
+    """function(path), computed again only when the file's bytes have changed (check and review read the same
+    English files for every edition)."""
+    cache: dict[Path, tuple[bytes, object]] = {}
+
+    @functools.wraps(function)
+    def cached(path: Path):
+        try:
+            stamp = hashlib.blake2b(Path(path).read_bytes()).digest()
+        except OSError:  # function says what is wrong with it
+            return function(path)
+        if path not in cache or cache[path][0] != stamp:
+            cache[path] = (stamp, function(path))
+        value = cache[path][1]
+        return list(value) if isinstance(value, list) else value
+
+    return cached
+
+
+@_unchanged_since_read
 def notebook_pieces(path: Path) -> list[Piece]:
     from course_tools.make_student import read_notebook
 
@@ -134,6 +156,7 @@ def notebook_pieces(path: Path) -> list[Piece]:
     return pieces
 
 
+@_unchanged_since_read
 def _tr_calls(path: Path) -> list[Piece]:
     """Every tr("key", "English", ...) call with literal key and text in one source file."""
     tree = ast.parse(path.read_text(encoding="utf-8"))
@@ -334,6 +357,7 @@ class _PoEntry:
     flags: set
 
 
+@_unchanged_since_read
 def _parse_po(path: Path) -> tuple[list[_PoEntry], list[str]]:
     """Parse a .po file strictly (polib accepts a string without its closing quote and garbles it):
     the entries, and `file:line: problem` for every line that is not comment, keyword + string,
@@ -424,6 +448,7 @@ def po_file_problems(path: Path, syntax_only: bool = False) -> list[str]:
     """Every problem of one .po file as `file:line: what`: syntax first; then, for each translated
     entry that is not fuzzy, the same {fields} as its msgid (messages.po) and unbroken code spans."""
     entries, errors = _parse_po(path)
+    errors = list(errors)  # _parse_po's answer is kept for the next call
     if errors or syntax_only:
         return errors
     name = str(path.relative_to(ROOT)) if path.is_relative_to(ROOT) else str(path)
