@@ -3,7 +3,7 @@
 A new IPython kernel costs about 2 s of CPU before its first cell has done anything: starting Python and
 ipykernel, then that cell's imports of torch, numpy and matplotlib. `make test` starts about a hundred of them.
 This module is a jupyter_client *kernel provisioner* (jupyter_client's documented way to start kernels
-differently), which the Makefile names for every test run but the browser test's:
+differently), which the Makefile names for its test runs, and only for them:
 
     JUPYTER_DEFAULT_PROVISIONER_NAME=tfs-warm-kernels
 
@@ -13,22 +13,27 @@ waits. Every kernel is then a fork of it, made into what ``python -m ipykernel_l
 would be, in everything a notebook of the course can see (tests/test_warm_kernels.py compares them): its own
 session, the requested working folder and environment, stdin (a pipe), stdout and stderr and no other
 descriptor, fresh random states (random, numpy, torch), ``sys.argv`` and ``sys.path`` as the launcher leaves
-them, the inline matplotlib backend. What differs: the libraries are imported already, and their warning
-filters come before the kernel's own in the list (none matches another's warnings).
+them, the inline matplotlib backend, and what the imports computed from the working folder computed again in
+its own. What differs: the libraries are imported already (so their warning filters come before the kernel's
+own in the list, none matching another's warnings), the process's command line is the server's, and the hash
+seed of str is the server's, one per test run rather than one per kernel.
 
-The server forks a *waiter* for each kernel, which reports the kernel's pid and, when it ends, its exit status.
-A kernel whose manager goes away ends as any kernel does when its parent does (ipykernel polls its parent: the
-waiter, which ends with the manager). The server runs no code of a notebook: what a kernel does dies with it.
+The server forks a *waiter* for each kernel, which reports the kernel's pid once the kernel is in its own
+session and, when it ends, its exit status. A kernel whose manager goes away ends as any kernel does when its
+parent does (ipykernel polls its parent: the waiter, which ends with the manager). The server runs no code of a
+notebook: what a kernel does dies with it.
 
 The usual start, a new interpreter, is kept wherever a fork could differ: another kernel than ipykernel,
-another Python, an environment other than the server's (what the imports read, such as OMP_NUM_THREADS), a
-``matplotlibrc`` in the kernel's folder, output piped back, a kernel meant to outlive its manager, or a
-platform without fork. JupyterLab starts kernels the usual way, and so does the grader unless told otherwise.
+another Python, an environment other than the server's (what the imports read, such as OMP_NUM_THREADS) or
+with a relative PYTHONPATH, a working folder that does not exist or holds a ``matplotlibrc``, output piped
+back, a kernel meant to outlive its manager, a platform without fork, or a server that did not answer.
+`make lab` starts kernels the usual way, and so does the grader unless told otherwise.
 """
 
 from __future__ import annotations
 
 import argparse
+import asyncio
 import atexit
 import contextlib
 import gc
@@ -42,6 +47,7 @@ import subprocess
 import sys
 import threading
 import time
+import weakref
 from pathlib import Path
 from typing import Any
 
@@ -51,6 +57,7 @@ from jupyter_client.provisioning import LocalProvisioner
 NAME = "tfs-warm-kernels"  # the entry point (pyproject.toml) that JUPYTER_DEFAULT_PROVISIONER_NAME names
 PIPES = 4  # the kernel's stdin, stdout and stderr, and the request's own socket
 MESSAGE_LIMIT = 1 << 20
+STARTUP_SECONDS, FORK_SECONDS = 300, 60  # the longest wait for the server's imports, and for a fork
 VOLATILE = ("JPY_", "PYTEST_CURRENT_TEST")  # set anew for each kernel (jupyter_client) or test (pytest)
 _EXIT = os._exit
 
@@ -68,6 +75,7 @@ class ForkedKernel:
 
     def __init__(self, pid: int, reply: socket.socket, stdin: Any) -> None:
         self.pid, self.returncode, self.stdin, self._reply = pid, None, stdin, reply
+        _LIVE.add(self)
 
     def poll(self) -> int | None:
         return self.wait(0) if self.returncode is None else self.returncode
@@ -76,7 +84,9 @@ class ForkedKernel:
         """Its exit status, once its waiter reported it; within timeout seconds, or subprocess.TimeoutExpired
         (poll: None at once)."""
         if self.returncode is None:
-            if not select.select([self._reply], [], [], timeout)[0]:
+            readable = select.poll()
+            readable.register(self._reply, select.POLLIN)
+            if not readable.poll(None if timeout is None else timeout * 1000):
                 if timeout == 0:
                     return None
                 raise subprocess.TimeoutExpired(f"kernel {self.pid}", timeout)
@@ -85,8 +95,13 @@ class ForkedKernel:
             except OSError:
                 data = b""
             self.returncode = int(data) if data else -signal.SIGKILL  # its waiter ended without saying
-            self._reply.close()
+            self.close()
         return self.returncode
+
+    def close(self) -> None:
+        """Let go of it: its waiter ends, and with it the kernel, if it still runs (as when its manager ends)."""
+        self._reply.close()
+        _LIVE.discard(self)
 
     def send_signal(self, signum: int) -> None:
         if self.poll() is None:  # not yet reaped by its waiter, so the pid is still the kernel's
@@ -116,9 +131,20 @@ class WarmServer:
         finally:
             theirs.close()
         self.socket, self.env, self.lock = ours, env, threading.Lock()
+        ours.settimeout(STARTUP_SECONDS)  # its imports take seconds, minutes on a very busy machine
+        try:
+            ready = ours.recv(64) == b"ready"
+        except OSError:
+            ready = False
+        ours.settimeout(None)
+        if not ready:
+            self.close(now=True)
+            raise OSError("the warm server did not start")
 
-    def close(self) -> None:
+    def close(self, now: bool = False) -> None:
         self.socket.close()  # the server reads the end of its socket, and exits
+        if now:
+            self.process.kill()
         try:
             self.process.wait(timeout=10)
         except subprocess.TimeoutExpired:
@@ -133,11 +159,12 @@ class WarmServer:
         try:
             with self.lock:
                 socket.send_fds(self.socket, [request], [stdin_read, *stdio, theirs.fileno()])
-            ours.settimeout(30)
+            ours.settimeout(FORK_SECONDS)
             pid = int(ours.recv(64) or b"0")
             ours.settimeout(None)
         except (OSError, ValueError):
             pid = 0
+            self.close(now=True)  # a server that does not answer forks nothing more: a new one takes its place
         finally:
             os.close(stdin_read)
             theirs.close()
@@ -150,6 +177,7 @@ class WarmServer:
 
 _SERVER: WarmServer | None = None
 _LOCK = threading.Lock()
+_LIVE: weakref.WeakSet[ForkedKernel] = weakref.WeakSet()  # the kernels not known to have ended
 
 
 def _server(env: dict[str, str]) -> WarmServer | None:
@@ -158,6 +186,8 @@ def _server(env: dict[str, str]) -> WarmServer | None:
     global _SERVER
     with _LOCK:
         if _SERVER is None or _SERVER.process.poll() is not None:
+            if _SERVER is not None:
+                _SERVER.socket.close()
             try:
                 _SERVER = WarmServer(env)
             except OSError:
@@ -167,6 +197,8 @@ def _server(env: dict[str, str]) -> WarmServer | None:
 
 @atexit.register
 def _close() -> None:
+    for kernel in list(_LIVE):  # still running as this process ends: they end with it, as any kernel does
+        kernel.close()
     if _SERVER is not None:
         _SERVER.close()
 
@@ -199,7 +231,9 @@ def exact(cmd: list[str], kwargs: dict[str, Any]) -> bool:
             and os.path.abspath(python) == os.path.abspath(sys.executable)
             and not kwargs.get("independent") and kwargs.get("stdin") is None
             and not set(kwargs) - {"env", "cwd", "stdout", "stderr", "independent", "stdin"}
+            and Path(str(kwargs.get("cwd") or os.getcwd())).is_dir()
             and not Path(str(kwargs.get("cwd") or os.getcwd()), "matplotlibrc").exists()
+            and all(os.path.isabs(entry) for entry in env.get("PYTHONPATH", "").split(os.pathsep) if entry)
             and hasattr(os, "fork") and hasattr(socket, "send_fds") and _stdio(kwargs, probe=True) is not None)
 
 
@@ -224,12 +258,18 @@ class WarmKernelProvisioner(LocalProvisioner):
     """LocalProvisioner, with kernels forked from the warm server where that is exact (module docstring)."""
 
     async def launch_kernel(self, cmd: list[str], **kwargs: Any) -> KernelConnectionInfo:
-        kernel = fork_kernel(cmd, self._scrub_kwargs(kwargs))
+        # in a thread: the first call waits for the server's imports, and a server's event loop must not
+        kernel = await asyncio.get_running_loop().run_in_executor(None, fork_kernel, cmd, self._scrub_kwargs(kwargs))
         if kernel is None:
             return await super().launch_kernel(cmd, **kwargs)
         self.process, self.pid, self.pgid = kernel, kernel.pid, kernel.pid  # its own session: pgid == pid
         self.cwd = kwargs.get("cwd", Path.cwd())
         return self.connection_info
+
+    async def send_signal(self, signum: int) -> None:
+        if isinstance(self.process, ForkedKernel) and self.process.poll() is not None:
+            return  # it ended and its waiter reaped it: its group id may belong to another process now
+        await super().send_signal(signum)
 
 
 # ------------------------------------------------------------------------------------ the server's side
@@ -238,8 +278,7 @@ def _preload() -> None:
     os.environ.setdefault("MPLBACKEND", "module://matplotlib_inline.backend_inline")  # as ipykernel sets it
     import ipykernel.ipkernel  # noqa: F401
     import ipykernel.kernelapp  # noqa: F401
-    import matplotlib.pyplot  # noqa: F401
-    import matplotlib_inline.backend_inline  # noqa: F401
+    import matplotlib.pyplot  # noqa: F401 - not its backend: matplotlib_inline hooks into the shell it is imported in
     import numpy  # noqa: F401
     import torch  # noqa: F401
     import torch._dynamo  # noqa: F401 - what torch imports when an optimizer is first built
@@ -248,7 +287,6 @@ def _preload() -> None:
 def _become_kernel(request: dict, fds: list[int]) -> None:
     """In the forked kernel: what a new `python -m ipykernel_launcher` process would be, before its import of
     ipykernel."""
-    os.setsid()
     for target, fd in enumerate(fds[:3]):
         os.dup2(fd, target)
     os.closerange(3, os.sysconf("SC_OPEN_MAX") if hasattr(os, "sysconf") else 4096)
@@ -275,17 +313,40 @@ def _become_kernel(request: dict, fds: list[int]) -> None:
     random.seed()  # a new interpreter's random states, not the server's (CUDA's seeds are fixed, not random)
     numpy.random.seed()
     torch.default_generator.seed()
+    _as_imported_here()
+    sys.stdout.reconfigure(line_buffering=os.isatty(1))  # as Python sets it for the stdout it starts with
     sys.argv = [ipykernel_launcher.__file__, *request["argv"]]
     if sys.path[0] == "/":  # the server's folder; the launcher removes its own, and IPython puts '' in front
         del sys.path[0]
 
 
+def _as_imported_here() -> None:
+    """The values that the server's imports computed from its working folder ("/"), computed again in the kernel's."""
+    here = os.getcwd()
+    if "multiprocessing.process" in sys.modules:
+        sys.modules["multiprocessing.process"].ORIGINAL_DIR = here
+    if "torch._dynamo.config" in sys.modules:
+        dynamo = sys.modules["torch._dynamo.config"]
+        dynamo.debug_dir_root = dynamo.default_debug_dir_root()
+    if "torch._inductor.config" in sys.modules:
+        sys.modules["torch._inductor.config"].xpu.cutlass_dir = os.path.realpath(
+            os.environ.get("TORCHINDUCTOR_CUTLASS_DIR", ""))
+
+
 def _waiter(fds: list[int]) -> int:
     """In the forked waiter: fork the kernel (0 there), report its pid, then its exit status, then end."""
+    settled_read, settled_write = os.pipe()
     pid = os.fork()
     if pid == 0:
+        os.close(settled_read)
+        os.setsid()  # its own session and signals before its pid is known: an interrupt is never lost
+        signal.signal(signal.SIGINT, signal.default_int_handler)
+        os.close(settled_write)
         return 0
     try:
+        os.close(settled_write)
+        os.read(settled_read, 1)  # the kernel closed its end
+        os.close(settled_read)
         reply = socket.socket(fileno=fds[3])
         for fd in fds[:3]:
             os.close(fd)
@@ -324,6 +385,7 @@ def serve(fd: int) -> tuple[dict, list[int]] | None:
     gc.freeze()  # what is imported now stays shared with the forks, not copied by their collections
     signal.signal(signal.SIGINT, signal.SIG_IGN)  # the manager's Ctrl-C is the manager's to handle
     server = socket.socket(fileno=fd)
+    server.sendall(b"ready")
     while True:
         with contextlib.suppress(ChildProcessError):
             while os.waitpid(-1, os.WNOHANG)[0]:  # the waiters that ended

@@ -25,13 +25,14 @@ from course_tools.warm_kernels import ForkedKernel, WarmKernelProvisioner
 pytestmark = pytest.mark.skipif(not hasattr(os, "fork"), reason="warm kernels are forked: this platform has no fork")
 
 # What a notebook can see of the process it runs in, after the imports of the course's notebooks (notebook 06 builds
-# an optimizer, which imports torch._dynamo). The warning filters are compared as a set: the server's imports come
-# before the kernel's own start, so their filters come in another order (none of them matches another's warnings).
+# an optimizer, which imports torch._dynamo), and a figure drawn without `%matplotlib inline`. The warning filters
+# are compared as a set: the server's imports come before the kernel's own start, so their filters come in another
+# order (none of them matches another's warnings).
 PROBE = textwrap.dedent("""\
-    %matplotlib inline
-    import json, os, random, stat, sys, warnings
-    import matplotlib, matplotlib.pyplot as plt, numpy, torch, torch._dynamo, tqdm.auto
+    import json, multiprocessing, os, random, stat, sys, warnings
+    import matplotlib, matplotlib.pyplot as plt, numpy, torch, torch._dynamo, torch._inductor.config, tqdm.auto
     from ipykernel.kernelapp import IPKernelApp
+    plt.plot([1, 2])
     print(json.dumps({
         "cwd": os.getcwd(), "argv0": os.path.basename(sys.argv[0]), "argv": sys.argv[1:2], "path": sys.path,
         "executable": sys.executable, "session": os.environ.get("JPY_SESSION_NAME"),
@@ -40,7 +41,11 @@ PROBE = textwrap.dedent("""\
         "own_session": os.getsid(0) == os.getpid(), "main": sys.modules["__main__"].__name__,
         "parent_watched": IPKernelApp.instance().parent_handle == os.getppid(),
         "stdin_is_a_pipe": stat.S_ISFIFO(os.fstat(0).st_mode), "warnings": sorted(set(map(str, warnings.filters))),
-        "random": [random.random(), float(numpy.random.rand()), torch.initial_seed()],
+        "from_the_folder": [multiprocessing.process.ORIGINAL_DIR, torch._dynamo.config.debug_dir_root,
+                            torch._inductor.config.xpu.cutlass_dir],
+        "line_buffered": sys.__stdout__.line_buffering, "signals": [str(signal) for signal in
+                                                                    map(__import__("signal").getsignal, range(1, 32))],
+        "random": [random.random(), float(numpy.random.rand()), torch.initial_seed()], "hash": hash("course"),
     }))
 """)
 
@@ -60,9 +65,15 @@ def start(provisioner_class, cwd, env=None):
 
 
 def probe(kc):
-    out = []
-    kc.execute_interactive(PROBE, timeout=60, output_hook=lambda m: out.append(m["content"].get("text", "")))
-    return json.loads("".join(out))
+    """What PROBE prints, and the types of the messages the cell sent (a figure: display_data)."""
+    out, kinds = [], []
+
+    def hook(message):
+        kinds.append(message["msg_type"])
+        out.append(message["content"].get("text", ""))
+
+    kc.execute_interactive(PROBE, timeout=60, output_hook=hook)
+    return {**json.loads("".join(out)), "figures": kinds.count("display_data")}
 
 
 def stop(km, kc):
@@ -95,9 +106,13 @@ def test_a_warm_kernel_is_what_a_new_one_is_and_shares_nothing_with_the_next(tmp
         kc.execute_interactive("import numpy; numpy.left_by_the_last_kernel = 1", timeout=30)
         stop(km, kc)
     randoms = [seen[name].pop("random") for name in seen]
+    hashes = [seen[name].pop("hash") for name in seen]
+    assert hashes[1] == hashes[2], "the warm kernels of one process share its server's hash seed (README)"
     assert seen["warm"] == seen["new"]
     assert seen["warm2"] == seen["new"]
     assert seen["new"]["backend"].endswith("inline") and seen["new"]["stdin_is_a_pipe"]
+    assert seen["new"]["figures"] == 1 and seen["new"]["interactive"]
+    assert seen["new"]["from_the_folder"][0] == str(tmp_path)
     assert seen["new"]["session"] == "probe.ipynb"
     assert len({tuple(r) for r in randoms}) == 3, "two kernels started with the same random state"
     km, kc = start(WarmKernelProvisioner, tmp_path, env)
@@ -148,13 +163,19 @@ def test_a_warm_kernel_ends_when_its_manager_is_gone(tmp_path):
     (KERNEL, {"stdout": subprocess.PIPE}),
     (KERNEL, {"independent": True}),
     (KERNEL, {"cwd": "MATPLOTLIBRC"}),
-], ids=["another kernel", "another python", "output piped back", "independent", "a matplotlibrc in its folder"])
+    (KERNEL, {"cwd": "/no/such/folder"}),
+    (KERNEL, {"env": dict(os.environ, PYTHONPATH="relative/folder")}),
+], ids=["another kernel", "another python", "output piped back", "independent", "a matplotlibrc in its folder",
+        "a folder that does not exist", "a relative PYTHONPATH"])
 def test_the_usual_start_is_kept_where_forking_would_not_be_exact(tmp_path, cmd, kwargs):
     assert warm_kernels.exact(KERNEL, {"env": dict(os.environ), "cwd": str(tmp_path)})
     if kwargs.get("cwd") == "MATPLOTLIBRC":
         (tmp_path / "matplotlibrc").write_text("lines.linewidth: 3\n")
         kwargs = {"cwd": str(tmp_path)}
     assert not warm_kernels.exact(cmd, {"env": dict(os.environ), "cwd": str(tmp_path), **kwargs})
+    if kwargs.get("cwd") == "/no/such/folder":  # the usual start says so at once
+        with pytest.raises(FileNotFoundError):
+            subprocess.Popen(KERNEL, cwd=kwargs["cwd"])
 
 
 def test_the_usual_start_is_kept_for_an_environment_other_than_the_servers():
