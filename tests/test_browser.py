@@ -1,8 +1,9 @@
 """The course as a student sees it: JupyterLab in a real headless Chromium (Debian's chromium and
 chromium-driver, driven by selenium), and the grader's report in the same browser.
 
-One JupyterLab server, started the way `make lab` starts it (the environment's settings: nbgrader off), and one
-browser page serve the whole module. For every English student notebook, and notebook 01 of every edition whose
+One JupyterLab server, started the way `make lab` starts it (the environment's settings: nbgrader off; under
+`make test` its kernels are forked from the warm process, as in every test run: course_tools/warm_kernels.py), and
+one browser page serve the whole module. For every English student notebook, and notebook 01 of every edition whose
 EDITION lists it, the test opens a byte-for-byte copy in .cache/browser-notebooks/ (autosave is off, and the
 copy must be unchanged afterwards), runs all cells from the Run menu and asserts what the student must see:
 
