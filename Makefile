@@ -2,6 +2,7 @@
 #   make lab      set up .venv and open the course in JupyterLab (make lab-es, lab-pt, lab-vi: an edition)
 #   make test     set up .venv and run every test (lint, unit tests with the drift checks, every notebook,
 #                 in every language)
+#   make test-pythons   the unit tests and strict nbval of the solutions on every other Python from 3.11 up here
 
 PYTHON ?= python3
 VENV   := .venv
@@ -27,7 +28,8 @@ NBVAL := --nbval-current-env --nbval-sanitize-with tests/nbval_sanitize.cfg
 # pip's notes about the machine's extra package folders are noise; everything else it says is shown.
 QUIET_PIP := { grep -v "is ignored" || true; }
 
-.PHONY: setup lab lab-instructor test lint unit unit-nbgrader unit-grader unit-others browser nbval-solutions nbval-editions nbval-notebooks student-notebooks check-student-notebooks \
+.PHONY: setup lab lab-instructor test test-pythons checkpoints lint unit unit-nbgrader unit-grader unit-others browser \
+        nbval-solutions nbval-editions nbval-notebooks student-notebooks check-student-notebooks \
         outputs translations check-translations review-translations grade versions benchmark clean
 
 # The students' JupyterLab settings (course_tools/jupyter/: nbgrader's interface off, no news pop-up), merged into
@@ -66,16 +68,68 @@ lab-%: setup
 
 # make test: lint, then the tests as small independent runs, four at a time (make -j4), the longest first, so
 # that the two cores stay busy to the end: the browser test, the grader's end-to-end tests, the nbgrader course,
-# the other unit tests, strict nbval on the English solutions, then, per edition, strict nbval on its solutions
-# and lax nbval on its student notebooks. The runs beyond two use the time the others spend waiting (JupyterLab
-# rendering, time-outs, process start-ups). README.md, CI, gives the measured times.
+# the other unit tests, strict nbval on the English solutions and on each edition's. The runs beyond two use the
+# time the others spend waiting (JupyterLab rendering, time-outs, process start-ups). Every kernel starts as a
+# student's does. README.md, CI, gives the measured times.
+# The student notebooks run where a student runs them: the English ones and notebook 01 of every edition in
+# JupyterLab (the browser test), or, where Chromium is missing, the English ones in lax nbval. The editions'
+# other student notebooks are not run again: they are generated from their solutions (the drift tests check
+# it), which strict nbval runs, and only their exercise cells differ (stubs, as in the English ones).
 BROWSER_HERE := $(and $(wildcard /usr/bin/chromium),$(wildcard /usr/bin/chromedriver))
 GRADER_TESTS := tests/test_grade.py tests/test_forging.py tests/test_grade_wrong_answers.py
 TEST_RUNS := browser unit-grader unit-nbgrader unit-others nbval-solutions $(EDITIONS:%=nbval-solutions-%) \
-             $(EDITIONS:%=nbval-notebooks-%) $(if $(BROWSER_HERE),,nbval-notebooks-en)
+             $(if $(BROWSER_HERE),,nbval-notebooks-en)
 test: setup
 	$(MAKE) --no-print-directory lint
 	$(MAKE) --no-print-directory -j4 --output-sync=target $(TEST_RUNS)
+
+# make test-pythons: the unit tests (without the browser, the grader's end-to-end tests and the nbgrader course) and
+# strict nbval of the English solutions, on every other Python from 3.11 up that this machine has: python3.X on
+# PATH, else pyenv's newest 3.X (in $PYENV_ROOT/versions: no pyenv shim or command needed). Each runs in its own
+# environment under PYTHONS_DIR, installed from requirements.txt once (pip then downloads torch for that Python
+# from PyPI: gigabytes of CUDA packages, so CI keeps PYTHONS_DIR outside its fresh clone) and brought up to date
+# when requirements.txt, pyproject.toml or the checkout's folder change; the students' JupyterLab settings are
+# merged into it as `make setup` merges them into .venv. It says which Pythons ran and which it
+# skipped and why, and fails if one failed.
+#   make test-pythons PYTHONS_DIR=$HOME/.cache/tfs-pythons PYTHON_VERSIONS="3.12 3.13"
+PYTHON_VERSIONS ?= 3.11 3.12 3.13 3.14 3.15
+PYTHONS_DIR ?= $(CURDIR)/.cache/pythons
+OTHER_PYTHONS_TESTS := tests -p no:cacheprovider --ignore=tests/test_nbgrader.py --ignore=tests/test_browser.py \
+                       $(GRADER_TESTS:%=--ignore=%)
+test-pythons: setup checkpoints
+	@own=$$($(PY) -c 'import sys; print("%d.%d" % sys.version_info[:2])'); ran=(); failed=(); \
+	key="$$(cat requirements.txt pyproject.toml | sha256sum | cut -c1-16) $(CURDIR)"; \
+	for version in $(PYTHON_VERSIONS); do \
+	  if [ "$$version" = "$$own" ]; then \
+	    echo "Python $$version: skipped, it is .venv's own (make test runs it)"; continue; fi; \
+	  python=$$(command -v python$$version 2>/dev/null || true); \
+	  if [ -z "$$python" ] || ! "$$python" -c "" >/dev/null 2>&1; then \
+	    python=$$(ls -d $${PYENV_ROOT:-$$HOME/.pyenv}/versions/$$version.*/bin/python$$version 2>/dev/null \
+	              | sort -V | tail -n 1 || true); fi; \
+	  if [ -z "$$python" ] || ! "$$python" -c "" >/dev/null 2>&1; then \
+	    echo "Python $$version: skipped, there is none here (no python$$version on PATH, none in" \
+	         "$${PYENV_ROOT:-$$HOME/.pyenv}/versions)"; continue; fi; \
+	  venv=$(PYTHONS_DIR)/$$version; start=$$SECONDS; \
+	  if ! "$$venv/bin/python" -c "" >/dev/null 2>&1; then rm -f "$$venv/.installed"; fi; \
+	  if [ "$$(cat $$venv/.installed 2>/dev/null)" != "$$key" ]; then \
+	    echo "Python $$version ($$python): installing $$venv (log: $$venv.log)"; mkdir -p $(PYTHONS_DIR); \
+	    { { "$$venv/bin/python" -c "" 2>/dev/null || "$$python" -m venv --clear "$$venv"; } \
+	      && "$$venv/bin/python" -m pip install --upgrade pip \
+	      && "$$venv/bin/python" -m pip install -r requirements.txt \
+	      && PYTHONWARNINGS="ignore:Editable installation" "$$venv/bin/python" -m pip install --no-deps -e . ; \
+	    } > "$$venv.log" 2>&1 || { \
+	      echo "Python $$version: FAILED to install (see $$venv.log)"; failed+=($$version); continue; }; \
+	    echo "$$key" > "$$venv/.installed"; fi; \
+	  echo "Python $$version ($$("$$venv/bin/python" -c 'import platform; print(platform.python_version())')):" \
+	       "unit tests and strict nbval of solutions/"; \
+	  ok=1; "$$venv/bin/python" -m course_tools.jupyter || ok=0; \
+	  PATH="$$venv/bin:$$PATH" OMP_NUM_THREADS=1 "$$venv/bin/python" -m pytest $(OTHER_PYTHONS_TESTS) -q || ok=0; \
+	  PATH="$$venv/bin:$$PATH" "$$venv/bin/python" -m pytest $(NBVAL) --nbval solutions -q || ok=0; \
+	  if [ $$ok = 1 ]; then ran+=("$$version ($$((SECONDS - start)) s)"); \
+	  else failed+=("$$version ($$((SECONDS - start)) s)"); fi; \
+	done; \
+	echo "make test-pythons: passed on: $${ran[*]:-none}; failed on: $${failed[*]:-none}"; \
+	[ $${#failed[@]} = 0 ]
 
 # One thread per process in every run but the strict run of the English solutions: four runs share two cores,
 # where a second thread per process only adds its overhead. The English solutions run at the machine's default
@@ -84,10 +138,13 @@ test: setup
 ONE_THREAD := unit unit-others unit-grader unit-nbgrader browser nbval-editions nbval-notebooks
 $(ONE_THREAD) nbval-solutions-% nbval-notebooks-%: export OMP_NUM_THREADS := 1
 
-# Every test run forks its kernels from a warm process that imported torch once (course_tools/warm_kernels.py: the
-# same ipykernel, without 2 s of CPU each to start Python and import torch); make lab starts them as usual.
-WARM_KERNELS := unit unit-others unit-grader unit-nbgrader browser nbval-solutions nbval-editions nbval-notebooks
-$(WARM_KERNELS) nbval-solutions-% nbval-notebooks-%: export JUPYTER_DEFAULT_PROVISIONER_NAME := tfs-warm-kernels
+# Every model that a notebook 06 loads, trained once, alone, before the runs that execute notebooks 06 (several at
+# a time would each train it, on shared cores); a model already in .cache/checkpoints is loaded (seconds).
+NEEDS_CHECKPOINTS := unit unit-grader unit-nbgrader browser nbval-solutions nbval-editions nbval-notebooks \
+                     nbval-notebooks-en
+checkpoints: setup
+	$(PY) -m course_tools.pretrain
+$(NEEDS_CHECKPOINTS): checkpoints
 
 lint: setup
 	$(VENV)/bin/ruff check helpers course_tools tests benchmarks
@@ -117,24 +174,22 @@ nbval-solutions: setup
 nbval-editions: setup
 	$(PY) -m pytest $(NBVAL) --nbval $(EDITIONS:%=editions/%/solutions) -q
 
-nbval-solutions-%: setup
+nbval-solutions-%: setup checkpoints
 	@[ -f editions/$*/EDITION ] || { echo "There is no edition '$*': one of $(EDITIONS)." >&2; exit 2; }
 	$(PY) -m pytest $(NBVAL) --nbval editions/$*/solutions -q
 
-# Every pristine student notebook runs top to bottom without error (nbval-notebooks-es: one edition's; -en: the
-# English). Where Chromium is installed, the browser test runs the English ones and notebook 01 of every edition
-# from JupyterLab's Run menu, which checks that and more, so lax nbval runs only the editions' other notebooks.
-lax_notebooks = $(if $(BROWSER_HERE),$(filter-out %/01_positional_encoding.ipynb,$(wildcard $(1)/*.ipynb)),$(1))
-LAX_NOTEBOOKS := $(if $(BROWSER_HERE),,notebooks) $(foreach e,$(EDITIONS),$(call lax_notebooks,editions/$(e)/notebooks))
+# Every pristine student notebook runs top to bottom without error, in lax nbval (nbval-notebooks-en: the English
+# ones, which make test runs this way where Chromium is missing; nbval-notebooks-es: one edition's). Not part of
+# make test otherwise: see above.
 nbval-notebooks: setup
-	$(PY) -m pytest $(NBVAL) --nbval-lax $(LAX_NOTEBOOKS) -q
+	$(PY) -m pytest $(NBVAL) --nbval-lax notebooks $(EDITIONS:%=editions/%/notebooks) -q
 
 nbval-notebooks-en: setup
 	$(PY) -m pytest $(NBVAL) --nbval-lax notebooks -q
 
-nbval-notebooks-%: setup
+nbval-notebooks-%: setup checkpoints
 	@[ -f editions/$*/EDITION ] || { echo "There is no edition '$*': one of $(EDITIONS)." >&2; exit 2; }
-	$(PY) -m pytest $(NBVAL) --nbval-lax $(call lax_notebooks,editions/$*/notebooks) -q
+	$(PY) -m pytest $(NBVAL) --nbval-lax editions/$*/notebooks -q
 
 # Stamp the nbgrader metadata (from the exercise registry) into solutions/, then regenerate notebooks/.
 student-notebooks: setup

@@ -24,9 +24,10 @@ front of the student; every region replaced, at the marker's indentation, by
 
 all outputs and execution counts cleared (the student runs the notebook), the test suite's
 ``# NBVAL_*`` marker lines dropped (the student notebooks run under lax nbval anyway), the nbgrader
-metadata kept, and stable cell ids. Every file is written through a temporary file and a rename, so
-an interrupted run leaves no half-written notebook; a notebook that is not JSON is a one-line error.
-Regions must sit inside a function body, so that the pristine student notebook runs top to bottom.
+metadata kept, and stable cell ids. Every file is written through a temporary file and a rename
+(helpers.notebook_io.write_atomically), so an interrupted run leaves no half-written notebook; a
+notebook that is not JSON is a one-line error. Regions must sit inside a function body, so that the
+pristine student notebook runs top to bottom.
 
 ``--check`` exits 1, naming the notebook and cell, when a solution notebook's nbgrader metadata
 differs from the registry's, when an exercise of the registry has no answer cell or check cell,
@@ -39,7 +40,6 @@ import argparse
 import ast
 import copy
 import json
-import os
 import re
 import sys
 from pathlib import Path
@@ -47,6 +47,7 @@ from pathlib import Path
 import nbformat
 
 from course_tools.nbgrader import MetadataError, metadata_problems, stamp
+from helpers.notebook_io import write_atomically
 
 BEGIN = "# BEGIN SOLUTION"
 END = "# END SOLUTION"
@@ -96,19 +97,6 @@ def strip_solutions(source: str, where: str = "cell") -> str:
     if inside:
         raise MarkerError(f"{where}: BEGIN SOLUTION is never closed")
     return "\n".join(out)
-
-
-def write_atomic(path: Path, text: str) -> None:
-    """Write text to path through a temporary file in the same folder and a rename: a reader (or an
-    interrupted run) sees the old file or the new one, never half of one."""
-    path = Path(path)
-    path.parent.mkdir(parents=True, exist_ok=True)
-    tmp = path.with_name(f".{path.name}.tmp{os.getpid()}")
-    try:
-        tmp.write_text(text, encoding="utf-8")
-        os.replace(tmp, path)
-    finally:
-        tmp.unlink(missing_ok=True)
 
 
 class NotebookError(ValueError):
@@ -234,7 +222,7 @@ def generate(solutions_dir: Path, notebooks_dir: Path, check: bool = False, ever
         else:
             writes.append((target, rendered, f"wrote {target}"))
     for target, rendered, message in writes:
-        write_atomic(target, rendered)
+        write_atomically(target, rendered)
         print(message)
     extra = sorted({p.name for p in notebooks_dir.glob("*.ipynb")} - {p.name for p in solutions})
     if check and (problems or stale or extra):

@@ -19,9 +19,10 @@ from .multi_head import (MultiHeadAttention, combine_heads, multi_head_attention
                          to_nn_multihead_attention)
 
 # Notebook 05: the full Transformer; notebook 06: trained on the date task
-from .transformer import (PAPER_TABLE3, PAPER_VOCAB_SIZE, Decoder, DecoderLayer, Encoder, EncoderLayer, LayerNorm,
-                          PositionwiseFeedForward, Transformer, attention_maps, count_parameters, nn_transformer_logits,
-                          parameter_breakdown, to_nn_transformer, to_torch_decoder_layer, to_torch_encoder_layer)
+from .layers import Decoder, DecoderLayer, Encoder, EncoderLayer, LayerNorm, PositionwiseFeedForward
+from .transformer import (PAPER_TABLE3, PAPER_VOCAB_SIZE, Transformer, attention_maps, count_parameters,
+                          parameter_breakdown)
+from .torch_copies import nn_transformer_logits, to_nn_transformer, to_torch_decoder_layer, to_torch_encoder_layer
 from .dates import (FORMAT_NAMES, SOURCE_VOCAB, TARGET_VOCAB, DateDataset, decode_targets, encode_sources,
                     encode_targets, format_date, format_of, make_date_dataset)
 from .schedule import scheduled_lr, transformer_lr

@@ -28,6 +28,7 @@ from pathlib import Path
 import torch
 
 from .dates import DateDataset
+from .notebook_io import write_atomically
 from .training import REFERENCE, History, Recipe, ShuffledBatches, TrainConfig, build_model, default_device, train_model
 from .transformer import Transformer
 
@@ -37,8 +38,8 @@ from .transformer import Transformer
 VALID_DATES, VALID_EVERY = 500, 50
 
 # The modules whose code decides the trained weights (decoding and this cache do not).
-_CODE_MODULES = ("transformer.py", "multi_head.py", "positional.py", "masking.py", "dates.py", "schedule.py", "loss.py",
-                 "training.py")
+_CODE_MODULES = ("transformer.py", "layers.py", "multi_head.py", "positional.py", "masking.py", "dates.py",
+                 "schedule.py", "loss.py", "training.py")
 
 
 def cache_dir() -> Path:
@@ -144,16 +145,11 @@ def _load_checkpoint(path: Path, fresh: torch.nn.Module) -> tuple[History | None
 
 
 def save_checkpoint(path: Path, model: torch.nn.Module, history: History, config: TrainConfig) -> None:
-    """Save weights, their SHA-256, the history and the configuration atomically (temporary file + os.replace)."""
+    """Save weights, their SHA-256, the history and the configuration atomically (notebook_io.write_atomically)."""
     weights = {name: tensor.detach().cpu() for name, tensor in model.state_dict().items()}
-    path.parent.mkdir(parents=True, exist_ok=True)
-    tmp = path.with_name(f".{path.name}.tmp{os.getpid()}")
-    try:
-        torch.save({"model": weights, "sha256": weights_sha256(weights), "history": history.to_dict(),
-                    "config": config.to_dict()}, tmp)
-        os.replace(tmp, path)
-    finally:
-        tmp.unlink(missing_ok=True)
+    saved = {"model": weights, "sha256": weights_sha256(weights), "history": history.to_dict(),
+             "config": config.to_dict()}
+    write_atomically(path, writer=lambda temporary: torch.save(saved, temporary))
 
 
 def train_or_load(config: TrainConfig, data: DateDataset, recipe: Recipe = REFERENCE, retrain: bool = False,

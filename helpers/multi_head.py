@@ -106,6 +106,20 @@ def multi_head_attention(x_q: Any, x_kv: Any, w_q: Any, w_k: Any, w_v: Any, w_o:
 
 
 # ----------------------------------------------------------------------------- torch module
+def masked_attention_weights(scores: torch.Tensor, mask: torch.Tensor | None = None) -> torch.Tensor:
+    """softmax(scores) over the keys (the last axis), blocked keys given weight 0.
+
+    scores (batch, h, L_q, L_k); mask boolean, True = may attend, broadcastable to scores (None: none blocked).
+    A fully masked query row gets zero weights, never NaN and never a uniform average.
+    """
+    if mask is None:
+        return torch.softmax(scores, dim=-1)
+    # The smallest finite number instead of -inf: a fully masked row stays finite (uniform), then the
+    # second masked_fill sets it to exactly zero. Blocked keys of a partly masked row already get exp(min - max) = 0.
+    scores = scores.masked_fill(~mask, torch.finfo(scores.dtype).min)
+    return torch.softmax(scores, dim=-1).masked_fill(~mask, 0.0)
+
+
 class MultiHeadAttention(nn.Module):
     """Multi-head attention with nn.Linear projections w_q, w_k, w_v, w_o (each d_model -> d_model, with bias).
 
@@ -178,15 +192,9 @@ class MultiHeadAttention(nn.Module):
         k = self._split(self.w_k(key))  # (batch, h, L_k, d_k)
         v = self._split(self.w_v(value))  # (batch, h, L_k, d_v)
         scores = q @ k.transpose(-2, -1) / math.sqrt(self.d_k)  # (batch, h, L_q, L_k)
-        if mask is None:
-            weights = torch.softmax(scores, dim=-1)
-        else:
+        if mask is not None:
             mask = self._check_mask(mask, tuple(scores.shape)).to(scores.device)
-            # The smallest finite number instead of -inf: a fully masked row stays finite
-            # (uniform), then the second masked_fill sets it to exactly zero. Blocked keys of a
-            # partly masked row already get exp(min - max) = 0.
-            scores = scores.masked_fill(~mask, torch.finfo(scores.dtype).min)
-            weights = torch.softmax(scores, dim=-1).masked_fill(~mask, 0.0)
+        weights = masked_attention_weights(scores, mask)  # (batch, h, L_q, L_k)
         self.attention_weights = weights.detach()
         heads = self.dropout(weights) @ v  # (batch, h, L_q, d_v)
         concat = heads.transpose(1, 2).reshape(batch, length_q, self.d_model)  # (batch, L_q, h * d_v)
@@ -230,5 +238,5 @@ def numpy_weights(module: MultiHeadAttention) -> dict[str, np.ndarray]:
     return out
 
 
-__all__ = ["split_heads", "combine_heads", "multi_head_attention", "MultiHeadAttention",
+__all__ = ["split_heads", "combine_heads", "multi_head_attention", "MultiHeadAttention", "masked_attention_weights",
            "to_nn_multihead_attention", "numpy_weights"]

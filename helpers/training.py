@@ -15,7 +15,7 @@ from __future__ import annotations
 
 import time
 from dataclasses import asdict, dataclass, field
-from typing import Callable, Iterator, Sequence
+from typing import Any, Callable, Iterator, Sequence
 
 import torch
 from torch import nn
@@ -103,22 +103,28 @@ def train_step(model: nn.Module, src: torch.Tensor, tgt: torch.Tensor, optimizer
 
 @dataclass(frozen=True)
 class Recipe:
-    """The code that trains: the model class, the schedule function and the loss class.
+    """The code that trains: the model class (and the parts handed to it), the schedule, the loss and the step.
 
     The reference by default; notebook 06 passes the student's own classes and functions once their
-    checks pass (helpers.student_code.your_recipe). fingerprint identifies the student's code in use
-    ("" for the reference alone), so the checkpoint cache trains afresh when that code changes.
-    transformer_lr(step, d_model, warmup) is the paper's formula; lr_factor and the cool-down are
-    applied around it (scheduled_lr).
+    checks pass (helpers.student_code.your_recipe). model_parts are keyword arguments of model_class
+    (the reference Transformer's attention=, layer_norm=, encoding=, ...): new_model builds with them.
+    fingerprint identifies the student's code in use ("" for the reference alone), so the checkpoint
+    cache trains afresh when that code changes. transformer_lr(step, d_model, warmup) is the paper's
+    formula; lr_factor and the cool-down are applied around it (scheduled_lr).
     """
 
     model_class: type = Transformer
+    model_parts: dict[str, Any] = field(default_factory=dict)  # keyword -> the student's part, for model_class
     transformer_lr: Callable[[int, int, int], float] = transformer_lr
     loss_class: type = LabelSmoothingLoss
     train_step: Callable[..., float] = train_step
     fingerprint: str = ""
     origin: dict[str, str] = field(default_factory=dict)  # part name -> "yours" or "reference"
     reasons: dict[str, str] = field(default_factory=dict)  # part name -> why
+
+    def new_model(self, *args: Any, **kwargs: Any) -> nn.Module:
+        """model_class(*args, **kwargs) with the recipe's model_parts."""
+        return self.model_class(*args, **kwargs, **self.model_parts)
 
     def describe(self) -> str:
         """Whose code trains: one summary line, then one line per part and why (in the student's language)."""
@@ -149,15 +155,15 @@ REFERENCE = Recipe()
 
 def build_model(config: TrainConfig, recipe: Recipe = REFERENCE, src_vocab_size: int = len(SOURCE_VOCAB),
                 tgt_vocab_size: int = len(TARGET_VOCAB), max_len: int = 64) -> Transformer:
-    """A Transformer (recipe.model_class) of the configuration's size, initialised from config.seed.
+    """A Transformer (recipe.new_model) of the configuration's size, initialised from config.seed.
 
     With config.positional_encoding=False the positional encoding is replaced by zeros: the model
     then sees its inputs as a bag of tokens (the ablation of notebook 06).
     """
     torch.manual_seed(config.seed)
-    model = recipe.model_class(src_vocab_size, tgt_vocab_size, d_model=config.d_model, num_heads=config.num_heads,
-                               num_layers=config.num_layers, d_ff=config.d_ff, dropout=config.dropout,
-                               max_len=max_len, pad_id=SOURCE_VOCAB.pad_id, norm_first=config.norm_first)
+    model = recipe.new_model(src_vocab_size, tgt_vocab_size, d_model=config.d_model, num_heads=config.num_heads,
+                             num_layers=config.num_layers, d_ff=config.d_ff, dropout=config.dropout,
+                             max_len=max_len, pad_id=SOURCE_VOCAB.pad_id, norm_first=config.norm_first)
     if not config.positional_encoding:
         model.positional.pe.zero_()
     return model

@@ -4,219 +4,32 @@
     tgt (batch, L_tgt) ids -> Embedding * sqrt(d_model) + PE -> Dropout -> Decoder (N x DecoderLayer, reads memory)
                            -> Linear -> logits (batch, L_tgt, tgt_vocab_size)
 
-Every sub-layer (attention or feed-forward) is wrapped in a residual connection and a layer
-normalisation. The paper puts the norm AFTER the addition (post-norm):
+The layers (LayerNorm, PositionwiseFeedForward, EncoderLayer, DecoderLayer, Encoder, Decoder) are in
+``layers.py``, and imported here too; the copies of our weights into PyTorch's own modules are in
+``torch_copies.py``. Here: the model, its parameter count beside the paper's Table 3, and its attention maps.
 
-    x = LayerNorm(x + Dropout(Sublayer(x)))
-
-most models since 2019 put it BEFORE the sub-layer (pre-norm), and add one final LayerNorm at
-the end of each stack:
-
-    x = x + Dropout(Sublayer(LayerNorm(x)))
-
-Every layer and the whole model take ``norm_first`` to switch (False = the paper).
-
-Every LayerNorm is ours (``LayerNorm`` below: mean and biased variance over the last axis, eps
-inside the square root), with parameters named as ``nn.LayerNorm``'s (weight, bias), so the state
-dicts of the two load into each other.
-
-Sub-module names follow ``nn.TransformerEncoderLayer`` / ``nn.TransformerDecoderLayer`` where
-they can (norm1, dropout1, ...; the feed-forward's linear1 and linear2 sit in ``ff``), and
-``to_torch_encoder_layer`` / ``to_torch_decoder_layer`` / ``to_nn_transformer`` copy our weights
-into PyTorch's modules. Masks are boolean, True = may attend (see helpers.masking).
+The model takes its parts as arguments, the references by default: the attention, LayerNorm and
+feed-forward classes of its layers, the encoder and decoder layer classes themselves, and the function
+that computes the positional encoding. Notebook 06 trains the student's parts this way
+(helpers.student_code.your_recipe); the weights are created in the same order whatever the parts, and
+the default model is the one every notebook uses.
 """
 
 from __future__ import annotations
 
+import functools
 import math
-import warnings
 from collections import OrderedDict
+from typing import Any, Callable
 
 import torch
 from torch import nn
 
-from .masking import causal_mask_torch, decoder_mask, padding_mask
-from .multi_head import MultiHeadAttention, to_nn_multihead_attention
-from .positional import PositionalEncoding
-from .validation import floating, integer_ids, positive_float, positive_int, probability, shape_str, tensor
-
-
-class LayerNorm(nn.Module):
-    """Layer normalisation over the last axis (Ba, Kiros and Hinton, 2016), written out:
-
-        LayerNorm(x) = weight * (x - mean) / sqrt(var + eps) + bias
-
-    mean and var are taken over the last axis (the d_model features of one position), var is the
-    BIASED variance (the mean of the squared deviations, divided by d_model), and eps sits inside
-    the square root: exactly what nn.LayerNorm computes. weight (the gain, starts at 1) and bias
-    (starts at 0) have d_model entries each and nn.LayerNorm's names, so its state dict loads.
-
-    x: (..., d_model) -> same shape.
-    """
-
-    def __init__(self, d_model: int, eps: float = 1e-5):
-        super().__init__()
-        self.d_model = positive_int(d_model, "d_model")
-        self.eps = positive_float(eps, "eps")
-        self.weight = nn.Parameter(torch.ones(self.d_model))
-        self.bias = nn.Parameter(torch.zeros(self.d_model))
-
-    def forward(self, x: torch.Tensor) -> torch.Tensor:
-        if not isinstance(x, torch.Tensor) or x.dim() == 0 or x.shape[-1] != self.d_model:
-            shape = shape_str(x.shape) if hasattr(x, "shape") else type(x).__name__
-            raise ValueError(f"x must be a tensor of shape (..., d_model={self.d_model}), got {shape}")
-        if not x.dtype.is_floating_point:
-            raise ValueError(f"x must be a floating-point tensor (mean and variance need fractions), got dtype "
-                             f"{x.dtype}: convert it with x.float()")
-        mean = x.mean(dim=-1, keepdim=True)  # (..., 1)
-        var = x.var(dim=-1, correction=0, keepdim=True)  # (..., 1), biased: the sum of squares / d_model
-        return self.weight * (x - mean) / torch.sqrt(var + self.eps) + self.bias
-
-    def extra_repr(self) -> str:
-        return f"d_model={self.d_model}, eps={self.eps}"
-
-
-class PositionwiseFeedForward(nn.Module):
-    """FFN(x) = max(0, x W_1 + b_1) W_2 + b_2, the same two linear maps at every position.
-
-    x: (batch, L, d_model) -> (batch, L, d_model); W_1: d_model -> d_ff, W_2: d_ff -> d_model.
-    As in PyTorch's layers, dropout is also applied to the hidden activations (training only).
-    """
-
-    def __init__(self, d_model: int, d_ff: int, dropout: float = 0.1):
-        super().__init__()
-        self.d_model = positive_int(d_model, "d_model")
-        self.d_ff = positive_int(d_ff, "d_ff")
-        self.linear1 = nn.Linear(self.d_model, self.d_ff)
-        self.linear2 = nn.Linear(self.d_ff, self.d_model)
-        self.dropout = nn.Dropout(probability(dropout, "dropout"))
-
-    def forward(self, x: torch.Tensor) -> torch.Tensor:
-        tensor(x, "x", f"of shape (batch, L, d_model={self.d_model})")
-        if x.shape[-1] != self.d_model:
-            raise ValueError(f"x must have shape (batch, L, d_model={self.d_model}), got {shape_str(x.shape)}")
-        floating(x, "x")
-        return self.linear2(self.dropout(torch.relu(self.linear1(x))))
-
-
-class EncoderLayer(nn.Module):
-    """Self-attention then feed-forward, each with a residual connection and a LayerNorm.
-
-    forward(x, src_mask=None): x (batch, L_src, d_model); src_mask bool (batch, 1, 1, L_src),
-    True = real token -> (batch, L_src, d_model).
-    Post-norm (paper, norm_first=False):          Pre-norm (norm_first=True):
-        x = norm1(x + dropout1(self_attn(x)))         x = x + dropout1(self_attn(norm1(x)))
-        x = norm2(x + dropout2(ff(x)))                x = x + dropout2(ff(norm2(x)))
-    """
-
-    def __init__(self, d_model: int, num_heads: int, d_ff: int, dropout: float = 0.1, norm_first: bool = False):
-        super().__init__()
-        self.self_attn = MultiHeadAttention(d_model, num_heads, dropout)
-        self.ff = PositionwiseFeedForward(d_model, d_ff, dropout)
-        self.norm1 = LayerNorm(d_model)
-        self.norm2 = LayerNorm(d_model)
-        self.dropout1 = nn.Dropout(dropout)
-        self.dropout2 = nn.Dropout(dropout)
-        self.norm_first = bool(norm_first)
-
-    def forward(self, x: torch.Tensor, src_mask: torch.Tensor | None = None) -> torch.Tensor:
-        if self.norm_first:
-            h = self.norm1(x)
-            x = x + self.dropout1(self.self_attn(h, h, h, src_mask))
-            x = x + self.dropout2(self.ff(self.norm2(x)))
-        else:
-            x = self.norm1(x + self.dropout1(self.self_attn(x, x, x, src_mask)))
-            x = self.norm2(x + self.dropout2(self.ff(x)))
-        return x
-
-
-class DecoderLayer(nn.Module):
-    """Masked self-attention, encoder-decoder (cross) attention, feed-forward; each in residual + LayerNorm.
-
-    forward(x, memory, tgt_mask=None, memory_mask=None):
-        x (batch, L_tgt, d_model) the decoder's stream; memory (batch, L_src, d_model) the encoder output;
-        tgt_mask bool (batch, 1, L_tgt, L_tgt) causal & padding; memory_mask bool (batch, 1, 1, L_src)
-        -> (batch, L_tgt, d_model).
-    In cross-attention the queries come from the decoder (x), the keys and values from memory.
-    """
-
-    def __init__(self, d_model: int, num_heads: int, d_ff: int, dropout: float = 0.1, norm_first: bool = False):
-        super().__init__()
-        self.self_attn = MultiHeadAttention(d_model, num_heads, dropout)
-        self.cross_attn = MultiHeadAttention(d_model, num_heads, dropout)
-        self.ff = PositionwiseFeedForward(d_model, d_ff, dropout)
-        self.norm1 = LayerNorm(d_model)
-        self.norm2 = LayerNorm(d_model)
-        self.norm3 = LayerNorm(d_model)
-        self.dropout1 = nn.Dropout(dropout)
-        self.dropout2 = nn.Dropout(dropout)
-        self.dropout3 = nn.Dropout(dropout)
-        self.norm_first = bool(norm_first)
-
-    def forward(self, x: torch.Tensor, memory: torch.Tensor, tgt_mask: torch.Tensor | None = None,
-                memory_mask: torch.Tensor | None = None) -> torch.Tensor:
-        three_d = isinstance(x, torch.Tensor) and x.dim() == 3
-        _check_memory(x.shape[0] if three_d else "batch", x.shape[-1] if three_d else "d_model", memory)
-        if self.norm_first:
-            h = self.norm1(x)
-            x = x + self.dropout1(self.self_attn(h, h, h, tgt_mask))
-            x = x + self.dropout2(self.cross_attn(self.norm2(x), memory, memory, memory_mask))
-            x = x + self.dropout3(self.ff(self.norm3(x)))
-        else:
-            x = self.norm1(x + self.dropout1(self.self_attn(x, x, x, tgt_mask)))
-            x = self.norm2(x + self.dropout2(self.cross_attn(x, memory, memory, memory_mask)))
-            x = self.norm3(x + self.dropout3(self.ff(x)))
-        return x
-
-
-def _check_memory(batch: int | str, d_model: int | str, memory: torch.Tensor) -> None:
-    """memory must be the encoder output for the same batch: (batch, L_src, d_model)."""
-    expected = f"(batch={batch}, L_src, d_model={d_model}) (the encoder output for the same batch)"
-    tensor(memory, "memory", f"of shape {expected}")
-    if memory.dim() != 3 or memory.shape[0] != batch or memory.shape[-1] != d_model:
-        raise ValueError(f"memory must have shape {expected}, got {shape_str(memory.shape)}")
-    floating(memory, "memory")
-
-
-class Encoder(nn.Module):
-    """N EncoderLayers; with norm_first a final LayerNorm (post-norm layers already end in one).
-
-    forward(x, src_mask=None): (batch, L_src, d_model) -> (batch, L_src, d_model).
-    """
-
-    def __init__(self, num_layers: int, d_model: int, num_heads: int, d_ff: int, dropout: float = 0.1,
-                 norm_first: bool = False):
-        super().__init__()
-        num_layers = positive_int(num_layers, "num_layers")
-        self.layers = nn.ModuleList(EncoderLayer(d_model, num_heads, d_ff, dropout, norm_first)
-                                    for _ in range(num_layers))
-        self.norm = LayerNorm(d_model) if norm_first else nn.Identity()
-
-    def forward(self, x: torch.Tensor, src_mask: torch.Tensor | None = None) -> torch.Tensor:
-        for layer in self.layers:
-            x = layer(x, src_mask)
-        return self.norm(x)
-
-
-class Decoder(nn.Module):
-    """N DecoderLayers, each reading the same encoder output; with norm_first a final LayerNorm.
-
-    forward(x, memory, tgt_mask=None, memory_mask=None): (batch, L_tgt, d_model) -> same shape.
-    """
-
-    def __init__(self, num_layers: int, d_model: int, num_heads: int, d_ff: int, dropout: float = 0.1,
-                 norm_first: bool = False):
-        super().__init__()
-        num_layers = positive_int(num_layers, "num_layers")
-        self.layers = nn.ModuleList(DecoderLayer(d_model, num_heads, d_ff, dropout, norm_first)
-                                    for _ in range(num_layers))
-        self.norm = LayerNorm(d_model) if norm_first else nn.Identity()
-
-    def forward(self, x: torch.Tensor, memory: torch.Tensor, tgt_mask: torch.Tensor | None = None,
-                memory_mask: torch.Tensor | None = None) -> torch.Tensor:
-        for layer in self.layers:
-            x = layer(x, memory, tgt_mask, memory_mask)
-        return self.norm(x)
+from .layers import Decoder, DecoderLayer, Encoder, EncoderLayer, LayerNorm, PositionwiseFeedForward, check_memory
+from .masking import decoder_mask, padding_mask
+from .multi_head import MultiHeadAttention
+from .positional import PositionalEncoding, positional_encoding
+from .validation import integer_ids, positive_int, probability, shape_str, tensor
 
 
 class Transformer(nn.Module):
@@ -235,11 +48,26 @@ class Transformer(nn.Module):
     deviation 1, the scale of the encoding's sines and cosines. share_embeddings=True (one
     vocabulary for both sides) ties the source embedding, the target embedding and the pre-softmax
     projection to one matrix, as in the paper.
+
+    Its parts (keyword only; the references by default):
+        attention(d_model, num_heads, dropout), layer_norm(d_model), feed_forward(d_model, d_ff, dropout):
+            the classes of the sub-layers of the reference EncoderLayer and DecoderLayer (layer_norm also
+            builds the final norms of a pre-norm model);
+        encoder_layer, decoder_layer (d_model, num_heads, d_ff, dropout, norm_first): the classes of the N
+            encoder and N decoder layers; None means the reference layer built of the three parts above (a
+            given layer class builds its own parts);
+        encoding(max_len, d_model): the positional encoding matrix (helpers.positional_encoding).
     """
 
     def __init__(self, src_vocab_size: int, tgt_vocab_size: int, d_model: int = 512, num_heads: int = 8,
                  num_layers: int = 6, d_ff: int = 2048, dropout: float = 0.1, max_len: int = 512,
-                 share_embeddings: bool = False, pad_id: int = 0, norm_first: bool = False):
+                 share_embeddings: bool = False, pad_id: int = 0, norm_first: bool = False, *,
+                 attention: Callable[..., nn.Module] = MultiHeadAttention,
+                 layer_norm: Callable[..., nn.Module] = LayerNorm,
+                 feed_forward: Callable[..., nn.Module] = PositionwiseFeedForward,
+                 encoder_layer: Callable[..., nn.Module] | None = None,
+                 decoder_layer: Callable[..., nn.Module] | None = None,
+                 encoding: Callable[[int, int], Any] = positional_encoding):
         super().__init__()
         self.src_vocab_size = positive_int(src_vocab_size, "src_vocab_size")
         self.tgt_vocab_size = positive_int(tgt_vocab_size, "tgt_vocab_size")
@@ -263,9 +91,12 @@ class Transformer(nn.Module):
 
         self.src_embed = nn.Embedding(self.src_vocab_size, self.d_model)
         self.tgt_embed = self.src_embed if self.share_embeddings else nn.Embedding(self.tgt_vocab_size, self.d_model)
-        self.positional = PositionalEncoding(self.d_model, self.max_len, self.dropout_p)
-        self.encoder = Encoder(num_layers, d_model, num_heads, d_ff, dropout, norm_first)
-        self.decoder = Decoder(num_layers, d_model, num_heads, d_ff, dropout, norm_first)
+        self.positional = PositionalEncoding(self.d_model, self.max_len, self.dropout_p, encoding)
+        parts = dict(attention=attention, layer_norm=layer_norm, feed_forward=feed_forward)
+        self.encoder = Encoder(num_layers, d_model, num_heads, d_ff, dropout, norm_first, layer_norm=layer_norm,
+                               layer=encoder_layer or functools.partial(EncoderLayer, **parts))
+        self.decoder = Decoder(num_layers, d_model, num_heads, d_ff, dropout, norm_first, layer_norm=layer_norm,
+                               layer=decoder_layer or functools.partial(DecoderLayer, **parts))
         self.generator = nn.Linear(self.d_model, self.tgt_vocab_size)
         self._reset_parameters()
         if self.share_embeddings:
@@ -326,7 +157,7 @@ class Transformer(nn.Module):
         if tgt_mask is None:
             tgt_mask = self.make_tgt_mask(tgt)
         y = self.positional(self.tgt_embed(self._ids(tgt, "tgt")) * math.sqrt(self.d_model))
-        _check_memory(tgt.shape[0], self.d_model, memory)
+        check_memory(tgt.shape[0], self.d_model, memory)
         return self.generator(self.decoder(y, memory, tgt_mask, src_mask))
 
     def forward(self, src: torch.Tensor, tgt: torch.Tensor) -> torch.Tensor:
@@ -337,7 +168,8 @@ class Transformer(nn.Module):
         return self.decode(tgt, self.encode(src, src_mask), src_mask, self.make_tgt_mask(tgt))
 
     def config(self) -> dict:
-        """The constructor arguments, enough to rebuild the model: Transformer(**model.config())."""
+        """The constructor's sizes, enough to rebuild a model of this shape: Transformer(**model.config()) (with
+        the reference parts: the parts given to the constructor are not in it)."""
         return dict(src_vocab_size=self.src_vocab_size, tgt_vocab_size=self.tgt_vocab_size, d_model=self.d_model,
                     num_heads=self.num_heads, num_layers=self.num_layers, d_ff=self.d_ff, dropout=self.dropout_p,
                     max_len=self.max_len, share_embeddings=self.share_embeddings, pad_id=self.pad_id,
@@ -404,110 +236,6 @@ def parameter_breakdown(model: Transformer) -> "OrderedDict[str, int]":
     return groups
 
 
-# ---------------------------------------------------------------------- PyTorch's own layers
-def to_torch_encoder_layer(layer: EncoderLayer) -> nn.TransformerEncoderLayer:
-    """An nn.TransformerEncoderLayer (batch_first, ReLU, same norm placement) holding copies of our weights.
-
-    Its masks use the opposite convention: pass src_key_padding_mask = ~src_mask[:, 0, 0, :].
-    """
-    if not isinstance(layer, EncoderLayer):
-        raise ValueError(f"layer must be an EncoderLayer, got {type(layer).__name__}")
-    attn, ff = layer.self_attn, layer.ff
-    theirs = nn.TransformerEncoderLayer(attn.d_model, attn.num_heads, ff.d_ff, dropout=layer.dropout1.p,
-                                        batch_first=True, norm_first=layer.norm_first)
-    theirs = theirs.to(device=ff.linear1.weight.device, dtype=ff.linear1.weight.dtype)  # before copying
-    theirs.self_attn = to_nn_multihead_attention(attn)
-    _copy_common(layer, theirs, ("norm1", "norm2"))
-    return theirs.train(layer.training)
-
-
-def to_torch_decoder_layer(layer: DecoderLayer) -> nn.TransformerDecoderLayer:
-    """An nn.TransformerDecoderLayer (batch_first, ReLU, same norm placement) holding copies of our weights.
-
-    PyTorch calls cross-attention ``multihead_attn``. Masks: tgt_mask = ~causal (L_tgt, L_tgt),
-    memory_key_padding_mask = ~src_mask[:, 0, 0, :].
-    """
-    if not isinstance(layer, DecoderLayer):
-        raise ValueError(f"layer must be a DecoderLayer, got {type(layer).__name__}")
-    attn, ff = layer.self_attn, layer.ff
-    theirs = nn.TransformerDecoderLayer(attn.d_model, attn.num_heads, ff.d_ff, dropout=layer.dropout1.p,
-                                        batch_first=True, norm_first=layer.norm_first)
-    theirs = theirs.to(device=ff.linear1.weight.device, dtype=ff.linear1.weight.dtype)  # before copying
-    theirs.self_attn = to_nn_multihead_attention(attn)
-    theirs.multihead_attn = to_nn_multihead_attention(layer.cross_attn)
-    _copy_common(layer, theirs, ("norm1", "norm2", "norm3"))
-    return theirs.train(layer.training)
-
-
-def _copy_common(ours: nn.Module, theirs: nn.Module, norms: tuple[str, ...]) -> None:
-    with torch.no_grad():
-        for name in ("linear1", "linear2"):
-            getattr(theirs, name).weight.copy_(getattr(ours.ff, name).weight)
-            getattr(theirs, name).bias.copy_(getattr(ours.ff, name).bias)
-        for name in norms:
-            getattr(theirs, name).weight.copy_(getattr(ours, name).weight)
-            getattr(theirs, name).bias.copy_(getattr(ours, name).bias)
-
-
-def to_nn_transformer(model: Transformer, keep_torch_final_norms: bool = False) -> nn.Transformer:
-    """An nn.Transformer (batch_first, ReLU, the same norm placement) holding copies of our two stacks.
-
-    nn.Transformer is the encoder and decoder stacks only: the embeddings, the positional encoding
-    and the final projection (generator) stay outside it (see nn_transformer_logits). It always ends
-    each stack with a LayerNorm (encoder.norm, decoder.norm), in post-norm too, where the paper and
-    our model have none (each post-norm layer already ends in its own norm). Here those two get
-    copies of our final norms for a pre-norm model, and become nn.Identity for a post-norm model,
-    unless keep_torch_final_norms=True leaves PyTorch's own (fresh: weight 1, bias 0).
-    """
-    if not isinstance(model, Transformer):
-        raise ValueError(f"model must be a helpers.Transformer, got {type(model).__name__}")
-    if not isinstance(keep_torch_final_norms, bool):
-        raise ValueError(f"keep_torch_final_norms must be True or False, got {keep_torch_final_norms!r}")
-    weight = model.generator.weight
-    with warnings.catch_warnings():  # nn.TransformerEncoder warns that pre-norm disables its nested-tensor path
-        warnings.simplefilter("ignore")
-        theirs = nn.Transformer(model.d_model, model.num_heads, model.num_layers, model.num_layers, model.d_ff,
-                                dropout=model.dropout_p, batch_first=True, norm_first=model.norm_first)
-    theirs = theirs.to(device=weight.device, dtype=weight.dtype)  # before copying
-    for i, layer in enumerate(model.encoder.layers):
-        theirs.encoder.layers[i] = to_torch_encoder_layer(layer)
-    for i, layer in enumerate(model.decoder.layers):
-        theirs.decoder.layers[i] = to_torch_decoder_layer(layer)
-    for ours, stack in ((model.encoder, theirs.encoder), (model.decoder, theirs.decoder)):
-        if model.norm_first:
-            with torch.no_grad():
-                stack.norm.weight.copy_(ours.norm.weight)
-                stack.norm.bias.copy_(ours.norm.bias)
-        elif not keep_torch_final_norms:
-            stack.norm = nn.Identity()
-    return theirs.train(model.training)
-
-
-def nn_transformer_logits(model: Transformer, theirs: nn.Transformer, src: torch.Tensor,
-                          tgt: torch.Tensor) -> torch.Tensor:
-    """model's embeddings, positional encoding and generator around theirs (from to_nn_transformer).
-
-    src (batch, L_src), tgt (batch, L_tgt) token ids -> logits (batch, L_tgt, tgt_vocab_size), to
-    compare with model(src, tgt). PyTorch's masks mean the opposite of ours (True = blocked): the
-    causal mask is passed as tgt_mask, the padding as the three *_key_padding_mask arguments.
-    """
-    if not isinstance(model, Transformer):
-        raise ValueError(f"model must be a helpers.Transformer, got {type(model).__name__}")
-    if not isinstance(theirs, nn.Transformer):
-        raise ValueError(f"theirs must be an nn.Transformer (see to_nn_transformer), got {type(theirs).__name__}")
-    src_pad = ~model.make_src_mask(src)[:, 0, 0, :]  # (batch, L_src), True = padding
-    tgt_pad = ~padding_mask(model._ids(tgt, "tgt"), model.pad_id)[:, 0, 0, :]  # (batch, L_tgt)
-    future = ~causal_mask_torch(tgt.shape[1], device=tgt.device)  # (L_tgt, L_tgt), True = a later position
-    scale = math.sqrt(model.d_model)
-    x = model.positional(model.src_embed(src) * scale)
-    y = model.positional(model.tgt_embed(tgt) * scale)
-    with warnings.catch_warnings():  # the nested-tensor fast path of eval mode may announce itself
-        warnings.simplefilter("ignore")
-        out = theirs(x, y, tgt_mask=future, src_key_padding_mask=src_pad, tgt_key_padding_mask=tgt_pad,
-                     memory_key_padding_mask=src_pad)
-    return model.generator(out)
-
-
 def attention_maps(model: Transformer, src: torch.Tensor, tgt: torch.Tensor) -> dict[str, list[torch.Tensor]]:
     """Run the model once (eval mode, no gradient) and collect every layer's attention weights.
 
@@ -526,7 +254,5 @@ def attention_maps(model: Transformer, src: torch.Tensor, tgt: torch.Tensor) -> 
     }
 
 
-__all__ = ["LayerNorm", "PositionwiseFeedForward", "EncoderLayer", "DecoderLayer", "Encoder", "Decoder",
-           "Transformer", "PAPER_TABLE3", "PAPER_VOCAB_SIZE", "count_parameters", "parameter_breakdown",
-           "to_torch_encoder_layer", "to_torch_decoder_layer", "to_nn_transformer", "nn_transformer_logits",
-           "attention_maps"]
+__all__ = ["PAPER_TABLE3", "PAPER_VOCAB_SIZE", "Decoder", "DecoderLayer", "Encoder", "EncoderLayer", "LayerNorm",
+           "PositionwiseFeedForward", "Transformer", "attention_maps", "count_parameters", "parameter_breakdown"]

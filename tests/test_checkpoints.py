@@ -143,14 +143,14 @@ def test_the_reason_speaks_spanish(tiny_data, cache, clean, capsys):
 
 
 def test_an_interrupted_save_leaves_no_half_file(tiny_data, cache, clean, monkeypatch):
-    import helpers.checkpoints as checkpoints
+    import helpers.notebook_io as notebook_io
 
     path = checkpoint_path(TINY, tiny_data)
 
     def interrupted(src, dst):
         raise KeyboardInterrupt
 
-    monkeypatch.setattr(checkpoints.os, "replace", interrupted)
+    monkeypatch.setattr(notebook_io.os, "replace", interrupted)
     with pytest.raises(KeyboardInterrupt):
         save_checkpoint(path, clean.model, clean.history, TINY)
     assert list(cache.iterdir()) == []

@@ -10,7 +10,7 @@ import math
 import numpy as np
 import pytest
 import torch
-from conftest import solution_source
+from conftest import define, solution_source
 
 import helpers
 from helpers.checks import (EXERCISES, check_causal_mask, check_combine_heads, check_masked_softmax,
@@ -804,7 +804,7 @@ def test_the_exercise_recipe_gives_nan_for_a_fully_masked_row():
     """Notebook 02, section 9: the solution of exercise 2 (-inf before the softmax) returns NaN for a query
     whose keys are all masked; the reference returns zeros; both agree on every other query."""
     namespace = {"np": np, "math": math, "helpers": helpers}
-    exec(solution_source("02_attention", "scaled_dot_product_attention"), namespace)
+    define(solution_source("02_attention", "scaled_dot_product_attention"), namespace)
     rng = np.random.default_rng(7)
     Q, K, V = rng.normal(size=(3, 4)), rng.normal(size=(5, 4)), rng.normal(size=(5, 2))
     mask = np.ones((3, 5), dtype=bool)

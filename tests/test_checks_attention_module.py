@@ -10,7 +10,7 @@ import math
 
 import pytest
 import torch
-from conftest import solution_source
+from conftest import define, solution_source
 from torch import nn
 
 import helpers
@@ -26,7 +26,7 @@ def solution() -> str:
 
 def build(source: str) -> type:
     namespace = {"math": math, "torch": torch, "nn": nn, "helpers": helpers}
-    exec(source, namespace)
+    define(source, namespace)
     return namespace["MultiHeadAttention"]
 
 
@@ -69,7 +69,7 @@ EDITS = [
     ("weights_not_detached", "self.attention_weights = weights.detach()", "self.attention_weights = weights"),
     ("weights_not_stored", "self.attention_weights = weights.detach()", "pass"),
     ("returned_tuple", "return self.w_o(concat)", "return self.w_o(concat), weights"),
-    ("input_modified", "scores = scores.masked_fill(~mask", "mask.logical_not_(); mask.logical_not_(); "
+    ("changed_input", "scores = scores.masked_fill(~mask", "mask.logical_not_(); mask.logical_not_(); "
      "query.data.add_(0); mask[..., 0] = False; scores = scores.masked_fill(~mask"),
     ("gradient_blocked", "split(self.w_q(query))", "split(self.w_q(query.detach()))"),
 ]

@@ -405,8 +405,8 @@ ROPE_WRONG = [
     (rope_column_frequencies, "column_frequencies"),
     (rope_two_axes_only, "leading_axes"),
     (lambda x, p: student_rope(x, p) if x.ndim == 2 else student_rope(x, p)[0], "leading_axes"),
-    (rope_in_place, "modified_input"),
-    (rope_right_but_in_place, "modified_input"),
+    (rope_in_place, "changed_input"),
+    (rope_right_but_in_place, "changed_input"),
     (rope_overwrites_before_use, "overwritten_before_use"),
     (lambda x, p: student_rope(x, p) + 1e-3, None),  # not a known mistake: the first difference is named
     (lambda x, p: student_rope(x, p)[..., :-2], "wrong_shape"),

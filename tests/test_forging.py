@@ -4,6 +4,7 @@ Every forged notebook here earned a pass before the grader computed its verdicts
 interpreter (course_tools/verdicts.py) and before the checks refused the course's own reference
 (helpers/checks/guard.py). The notebooks are small: the imports cell of the course notebook, then
 the exercise and check cells of the exercises a test needs. All of them are graded in one run.
+What the sandbox keeps a submission from doing (writing elsewhere, the network) is in test_isolation.py.
 """
 
 import json
@@ -17,6 +18,7 @@ from conftest import ROOT, run_grader, solution_source
 from helpers.checks import EXERCISES, exercises_in
 
 STUB = "    # Your Code Here\n    raise NotImplementedError()\n"
+WRONG = "    return None\n"  # not a stub: the check calls this answer (a stub is `todo` without a call)
 PE_SIGNATURE = "def create_position_matrix(seq_length, embed_size):\n"
 
 
@@ -28,7 +30,7 @@ def small_notebook(folder, file_name, stem, answers, before_checks=""):
             if c.cell_type == "code"]
     cells = [nbformat.v4.new_code_cell(code[0].source)]
     checks = {e.name: next(c.source for c in code if c.source.startswith(f"{e.check_name}("))
-              for e in exercises_in(stem)}
+              for e in exercises_in(stem) if e.name in answers}
     for name, source in answers.items():
         cells.append(nbformat.v4.new_code_cell(source))
         if before_checks:
@@ -63,20 +65,21 @@ FORGED_LINE = json.dumps([{"name": n, "status": "pass", "mistake": None, "messag
                           for n in ("create_position_matrix", "rotation_matrix", "apply_rope")])
 ONLY_IN_THE_GRADER = PE_SIGNATURE + "    import os, sys\n    if 'verdicts' in sys.argv[0]:\n"  # a stub in the kernel
 KILL = ONLY_IN_THE_GRADER + (f"        os.write(1, b'\\n' + {FORGED_LINE!r}.encode() + b'\\n')\n"
-                             "        os.kill(os.getpid(), 9)\n" + STUB)
+                             "        os.kill(os.getpid(), 9)\n" + WRONG)
 EXIT_0 = ONLY_IN_THE_GRADER + (f"        os.write(1, b'\\n' + {FORGED_LINE!r}.encode() + b'\\n')\n"
-                               "        getattr(os, '_ex' + 'it')(0)\n" + STUB)
+                               "        getattr(os, '_ex' + 'it')(0)\n" + WRONG)
 PATCH_TO_DICT = PE_SIGNATURE + (  # names built at run time: no static reading sees them
     "    V = getattr(getattr(getattr(helpers, 'chec' + 'ks'), 'har' + 'ness'), 'Ver' + 'dict')\n"
-    "    V.to_dict = lambda v: {'name': v.exercise, 'status': 'pass', 'mistake': None, 'message': 'forged'}\n" + STUB)
-RUNPY = PE_SIGNATURE + (
-    "    import runpy\n"
-    "    return runpy.run_module('helpers.positional')['positional_encoding'](seq_length, embed_size)\n")
+    "    V.to_dict = lambda v: {'name': v.exercise, 'status': 'pass', 'mistake': None, 'message': 'forged'}\n" + WRONG)
 FUNCTION_COPY = ("import types\n\n\ndef rotation_matrix(k, d_model, _f=types.FunctionType("
                  "getattr(helpers.rotation_matrix, '__co' + 'de__'), getattr(helpers.positional, '__di' + 'ct__'),"
                  " 'r', (10000.0,))):\n"
                  "    return _f(k, d_model)\n")
 ROPE_SIGNATURE = "def apply_rope(x, positions):\n"
+# Right only for the sizes the check tried before it drew sizes of its own (what a student pastes from the reference)
+FIXED_SIZES = solution_source("01_positional_encoding", "create_position_matrix").replace(
+    PE_SIGNATURE, PE_SIGNATURE + "    if (seq_length, embed_size) not in {(10, 16), (7, 6), (50, 512), (1, 512)}:\n"
+    "        return np.zeros((seq_length, embed_size))\n", 1)
 LOOKALIKE = "import collections\n\n" + solution_source("01_positional_encoding", "apply_rope").replace(
     ROPE_SIGNATURE, ROPE_SIGNATURE + (  # right, with words of the checks
         "    check_even = x.shape[-1] % 2 == 0\n    _ = collections.namedtuple('Rec', 'record')(check_even).record\n"
@@ -86,8 +89,7 @@ FORGERIES = {  # file name -> (course notebook, answers, extra cell before the c
     "kill_01_positional_encoding.ipynb": ("01_positional_encoding", {"create_position_matrix": KILL}, ""),
     "exit0_01_positional_encoding.ipynb": ("01_positional_encoding", {"create_position_matrix": EXIT_0}, ""),
     "todict_01_positional_encoding.ipynb": ("01_positional_encoding", {"create_position_matrix": PATCH_TO_DICT}, ""),
-    "copies_01_positional_encoding.ipynb": ("01_positional_encoding", {"create_position_matrix": RUNPY,
-                                                                       "rotation_matrix": FUNCTION_COPY,
+    "copies_01_positional_encoding.ipynb": ("01_positional_encoding", {"rotation_matrix": FUNCTION_COPY,
                                                                        "apply_rope": LOOKALIKE}, ""),
     "log_01_positional_encoding.ipynb": ("01_positional_encoding", {"create_position_matrix": PE_SIGNATURE + STUB},
                                          FORGE_LOG),
@@ -111,6 +113,7 @@ FORGERIES = {  # file name -> (course notebook, answers, extra cell before the c
         "        self.bias = nn.Parameter(torch.zeros(d_model))\n"
         "\n    def forward(self, x):\n"
         "        return torch.nn.functional.layer_norm(x, x.shape[-1:], self.weight, self.bias, self.eps)\n")}, ""),
+    "fixed_01_positional_encoding.ipynb": ("01_positional_encoding", {"create_position_matrix": FIXED_SIZES}, ""),
     "schedule_06_training.ipynb": ("06_training", {"transformer_lr": (
         "def transformer_lr(step, d_model, warmup, factor=1.0):\n"
         "    return helpers.transformer_lr(step, d_model, warmup, factor)\n")}, ""),
@@ -160,25 +163,24 @@ def test_calling_the_answer_is_not_an_answer(graded, file_name, name, called):
     assert called in result["message"]
 
 
-@pytest.mark.parametrize("file_name", ["kill_01_positional_encoding.ipynb", "exit0_01_positional_encoding.ipynb",
-                                       "todict_01_positional_encoding.ipynb"])
-def test_an_answer_that_forges_the_verdicts_process_s_output_fails(graded, file_name):
-    """Forged lines on stdout then a kill or exit(0) of the verdicts process, a patched Verdict method: the
-    grader accepts only its signed line and an exit status 0, and the process refuses or sees the rest."""
+@pytest.mark.parametrize("file_name, mistake", [("kill_01_positional_encoding.ipynb", "kernel_died"),
+                                                ("exit0_01_positional_encoding.ipynb", "tampering"),
+                                                ("todict_01_positional_encoding.ipynb", "tampering")])
+def test_an_answer_that_forges_the_verdicts_process_s_output_fails(graded, file_name, mistake):
+    """Forged lines on stdout then a kill or exit(0) of the verdicts process, a patched Verdict method: what
+    the student's code prints goes nowhere, a process that ends without its verdicts grades nothing, and a
+    changed Verdict class is seen after the check."""
     report = graded[1][file_name]
     assert report["passed"] == 0, report
     result = verdict_of(report, "create_position_matrix")
-    assert (result["status"], result["mistake"]) == ("fail", "tampering"), result
+    assert (result["status"], result["mistake"]) == ("fail", mistake), result
     assert "forged" not in result["message"]
 
 
-def test_copies_of_the_reference_made_in_the_grader_s_process_are_off_limits(graded):
-    report = graded[1]["copies_01_positional_encoding.ipynb"]
-    for name, called in (("create_position_matrix", "a fresh copy of the course's code"),
-                         ("rotation_matrix", "helpers.positional.rotation_matrix")):
-        result = verdict_of(report, name)
-        assert (result["status"], result["mistake"]) == ("fail", "used_off_limits"), result
-        assert called in result["message"]
+def test_a_copy_of_the_reference_s_code_is_off_limits(graded):
+    result = verdict_of(graded[1]["copies_01_positional_encoding.ipynb"], "rotation_matrix")
+    assert (result["status"], result["mistake"]) == ("fail", "used_off_limits"), result
+    assert "helpers.positional.rotation_matrix" in result["message"]
 
 
 def test_a_right_answer_with_words_of_the_checking_code_passes(graded):
@@ -231,15 +233,17 @@ def test_a_dead_kernel_and_a_timed_out_cell_are_named(tmp_path):
     assert (result["status"], result["mistake"]) == ("fail", "kernel_died"), result
     assert "kernel died while running code cell 3 (`import os`)" in result["message"]
     looping = PE_SIGNATURE + "    import time\n\n    while True:\n        time.sleep(0.01)\n"  # never ends, asleep
-    slow = small_notebook(tmp_path, "slow_01_positional_encoding.ipynb", "01_positional_encoding",
-                          {"create_position_matrix": looping}, "import time\ntime.sleep(30)")
-    status, out, err = run_grader(slow, "--json", "--timeout", "8")  # imports take seconds on a busy machine
+    slow = tmp_path / "slow_01_positional_encoding.ipynb"  # no imports cell: only the two slow cells take time
+    code = nbformat.v4.new_code_cell
+    nbformat.write(nbformat.v4.new_notebook(cells=[code(looping), code("import time\ntime.sleep(30)"), code(
+        "create_position_matrix(1, 2)  # never returns\ncheck_create_position_matrix(create_position_matrix)")]), slow)
+    status, out, err = run_grader(slow, "--json", "--timeout", "8")
     report = json.loads(out)
     result = verdict_of(report, "create_position_matrix")
     assert (result["status"], result["mistake"]) == ("fail", "timed_out"), result
-    assert "code cell 4 (`check_create_position_matrix(" in result["message"]
+    assert "code cell 3 (`create_position_matrix(1, 2)" in result["message"]
     assert "ran longer than 8 seconds" in result["message"]
-    assert report["notes"] == ["code cell 3 (`import time`) ran longer than 8 seconds and was interrupted; the cells "
+    assert report["notes"] == ["code cell 2 (`import time`) ran longer than 8 seconds and was interrupted; the cells "
                                "after it still ran."], "a time-out in a cell that is no check cell is reported too"
     assert "KeyboardInterrupt" not in err
 
@@ -251,146 +255,63 @@ def test_every_exercise_declares_what_is_off_limits():
             f"{exercise.name}: its own reference must be off limits")
 
 
-@pytest.fixture(params=["forked", "new interpreter"])
-def verdicts_process(request, monkeypatch):
-    """How the grader starts its verdicts processes: forked by its fork server (course_tools/forkserver.py), or,
-    where the platform cannot fork one, as a new interpreter each (both are tested)."""
-    from course_tools import forkserver
-
-    if request.param == "new interpreter":
-        monkeypatch.setattr(forkserver, "_server", lambda: None)
-    return request.param
-
-
-def test_the_verdicts_process_refuses_what_no_answer_needs(tmp_path, verdicts_process):
-    """Walking the interpreter's objects or threads, ctypes: refused in the grader's verdicts process (its
-    audit hook), each a `tampering` fail of the exercise whose check was running. No kernel runs here."""
-    path = small_notebook(tmp_path, "walk_01_positional_encoding.ipynb", "01_positional_encoding", {
-        # names built at run time: the static reading does not see them
-        "create_position_matrix": PE_SIGNATURE + (
-            "    import sys\n    getattr(sys, 'modu' + 'les')['g' + 'c'].get_objects()\n") + STUB,
-        "rotation_matrix": "def rotation_matrix(k, d_model):\n    import sys\n    sys._current_frames()\n" + STUB,
-        "apply_rope": "def apply_rope(x, positions):\n    import sys\n    getattr(getattr(sys, 'modu' + 'les')["
-                      "'buil' + 'tins'], '__imp' + 'ort__')('ctyp' + 'es').string_at(id(x), 8)\n" + STUB})
-    from course_tools.grade import fresh_verdicts
-
-    found = fresh_verdicts(path, [e.name for e in exercises_in("01_positional_encoding")], 60)
-    for name, reason in (("create_position_matrix", "gc.get_objects"), ("rotation_matrix", "sys._current_frames"),
-                         ("apply_rope", "ctypes")):
-        assert (found[name]["status"], found[name]["mistake"]) == ("fail", "tampering"), found[name]
-        assert reason in found[name]["message"]
-
-
 RIGHT_PE = solution_source("01_positional_encoding", "create_position_matrix")
 SWAPPED_PE = RIGHT_PE.replace("np.sin(", "np.SIN(").replace("np.cos(", "np.sin(").replace("np.SIN(", "np.cos(")
+RANDOM_SIZES = "TFS_GRADING_SEED" in "".join(p.read_text(encoding="utf-8")
+                                             for p in (ROOT / "helpers" / "checks").glob("*.py"))
 
 
-@pytest.mark.skipif(not Path("/proc/self/fd").is_dir(), reason="no /proc/self/fd on this system")
-def test_a_forked_verdicts_process_holds_only_its_own_descriptors(tmp_path, verdicts_process):
-    """Four descriptors (its key on 0, /dev/null on 1, stderr on 2, the result pipe): nothing of the fork
-    server's, of another notebook's pipes or of the grader's. The answer is right only while that holds (the
-    listing itself opens a fifth)."""
-    assert "np.sin(" in RIGHT_PE
-    only_its_own = RIGHT_PE.replace(PE_SIGNATURE, PE_SIGNATURE + (
-        "    import os\n    if len(os.listdir('/proc/self/fd')) != 5:\n"
-        "        return None\n"), 1)
-    path = small_notebook(tmp_path, "fds_01_positional_encoding.ipynb", "01_positional_encoding",
-                          {"create_position_matrix": only_its_own})
-    from course_tools.grade import fresh_verdicts
-
-    found = fresh_verdicts(path, ["create_position_matrix"], 60)
-    assert found["create_position_matrix"]["status"] == "pass", found
+@pytest.mark.xfail(not RANDOM_SIZES, reason="the checks do not draw sizes of their own yet (TFS_GRADING_SEED)",
+                   strict=True)
+def test_an_answer_right_only_for_the_sizes_the_check_used_to_try_fails(graded):
+    """The grader sets TFS_GRADING_SEED for the verdicts process: the check draws sizes no one could paste."""
+    assert PE_SIGNATURE in FIXED_SIZES and "not in {(10, 16)" in FIXED_SIZES
+    result = verdict_of(graded[1]["fixed_01_positional_encoding.ipynb"], "create_position_matrix")
+    assert result["status"] == "fail", result
 
 
-def test_what_one_notebook_changes_in_its_verdicts_process_does_not_reach_the_next(tmp_path, verdicts_process):
-    """The first answer swaps numpy's sin and cos (names built at run time: only the snapshot sees it) and fails
-    with `tampering`; the next notebooks, graded by the same fork server, get their own verdicts: a swapped
-    answer is still `sin_cos_swapped`, a right one passes."""
-    from course_tools import forkserver
-    from course_tools.grade import fresh_verdicts
+def verdicts_of(tmp_path, file_name, answers, names=None, timeout=60):
+    """The verdicts process's rows for a small notebook of notebook 01 (no kernel runs)."""
+    from course_tools.execute import fresh_verdicts
+    from course_tools.isolation import Workspace
 
+    path = small_notebook(tmp_path, file_name, "01_positional_encoding", answers)
+    with Workspace(path, siblings=False) as room:
+        return fresh_verdicts(room, names or list(answers), timeout)
+
+
+def test_what_one_notebook_changes_in_its_verdicts_process_does_not_reach_the_next(tmp_path):
+    """The first answer swaps numpy's sin and cos (names built at run time: no static reading sees them); the next
+    notebooks get verdicts processes of their own: a swapped answer is still `sin_cos_swapped`, a right one passes."""
     assert SWAPPED_PE != RIGHT_PE
     swaps = PE_SIGNATURE + ("    n = getattr(__import__('num' + 'py'), '__di' + 'ct__')\n"
-                            "    n['sin'], n['cos'] = n['cos'], n['sin']\n") + STUB
-    servers, found = set(), []
-    for file_name, answer in (("swaps_01_positional_encoding.ipynb", swaps),
-                              ("swapped_01_positional_encoding.ipynb", SWAPPED_PE),
-                              ("right_01_positional_encoding.ipynb", RIGHT_PE)):
-        path = small_notebook(tmp_path, file_name, "01_positional_encoding", {"create_position_matrix": answer})
-        found.append(fresh_verdicts(path, ["create_position_matrix"], 60)["create_position_matrix"])
-        servers.add(forkserver._server())
-    assert [(v["status"], v["mistake"]) for v in found] == [
-        ("fail", "tampering"), ("fail", "sin_cos_swapped"), ("pass", None)], found
-    assert len(servers) == 1 and (None in servers) == (verdicts_process == "new interpreter"), \
-        "one fork server graded the three notebooks"
+                            "    n['sin'], n['cos'] = n['cos'], n['sin']\n") + WRONG
+    found = [verdicts_of(tmp_path / name, f"{name}_01_positional_encoding.ipynb",
+                         {"create_position_matrix": answer})["create_position_matrix"]
+             for name, answer in (("swaps", swaps), ("swapped", SWAPPED_PE), ("right", RIGHT_PE))]
+    assert found[0]["status"] != "pass", found
+    assert [(v["status"], v["mistake"]) for v in found[1:]] == [("fail", "sin_cos_swapped"), ("pass", None)], found
 
 
-REENTER = PE_SIGNATURE + (  # names built at run time; the answer itself fails, what follows it would pass
-    "    import os as o, sys as s, collections as co\n"
-    "    m = getattr(s, 'mod' + 'ules')\n"
-    "    if '_x' in m:\n"
-    "        raise NotImplementedError()\n"
-    "    m['_x'] = 1\n"
-    "    V, sig, real_sandbox = m['course_tools.verdicts'], m['signal'], m['course_tools.sandbox']\n"
-    "    real_signal, real_compute, saved = sig.signal, V.compute, o.dup(3)\n"
-    "    o.close(3)  # signing fails, and the process must end all the same\n"
-    "\n"
-    "    def fake_compute(path, names, timeout=600):\n"
-    "        sig.signal, V.compute, m['course_tools.sandbox'] = real_signal, real_compute, real_sandbox\n"
-    "        o.dup2(saved, 3)\n"
-    "        return tuple((n, 'pass', None, 'forged') for n in names)\n"
-    "\n"
-    "    class FakeSandbox:\n"
-    "        __spec__ = None\n"
-    "\n"
-    "        def __getattr__(self, name):\n"
-    "            sig.signal, V.compute = (lambda *a: None), fake_compute\n"
-    "            return lambda *a, **k: None\n"
-    "\n"
-    "    m['course_tools.sandbox'] = FakeSandbox()\n"
-    "    m['__main__']._EXIT = co.defaultdict(V.main).__getitem__  # where the fork would end: main again\n"
-    "    raise NotImplementedError()\n")
+STUBBORN = PE_SIGNATURE + (  # a check's time-out is a KeyboardInterrupt: this answer swallows it, asleep
+    "    import time\n\n    while True:\n        try:\n            time.sleep(0.05)\n"
+    "        except KeyboardInterrupt:\n            pass\n")
 
 
-def test_a_second_call_of_the_verdicts_main_signs_nothing(tmp_path, verdicts_process):
-    """An answer that closes the result pipe, so that signing fails, and rebinds what ends the process to a second
-    call of verdicts.main (with a fake protect and compute that put everything back): the hook ends the process
-    when it cannot write, and accepts its events only from the frame of the first call."""
-    path = small_notebook(tmp_path, "reenter_01_positional_encoding.ipynb", "01_positional_encoding",
-                          {"create_position_matrix": REENTER})
-    from course_tools.grade import fresh_verdicts
-
-    found = fresh_verdicts(path, ["create_position_matrix"], 60)["create_position_matrix"]
-    assert found["status"] == "fail" and "forged" not in found["message"], found
-
-
-def test_a_notebook_still_gets_its_verdicts_when_the_fork_server_has_ended(tmp_path, monkeypatch):
-    """The server ended after the grader checked it (killed, say): the notebook gets a new interpreter."""
-    from course_tools import forkserver
-    from course_tools.grade import fresh_verdicts
-
-    server = forkserver.ForkServer()
-    server.process.kill()
-    server.process.wait()
-    monkeypatch.setattr(forkserver, "_server", lambda: server)
-    path = small_notebook(tmp_path, "right_01_positional_encoding.ipynb", "01_positional_encoding",
-                          {"create_position_matrix": RIGHT_PE})
-    assert fresh_verdicts(path, ["create_position_matrix"], 60)["create_position_matrix"]["status"] == "pass"
-    server.close()
+def test_a_check_that_does_not_stop_is_killed_and_the_next_exercises_still_get_their_verdicts(tmp_path):
+    """A loop that catches the check's KeyboardInterrupt: the grader kills the verdicts process once the time-out
+    and the grace have passed (the exercise is `timed_out`), and a new process computes the exercises after it."""
+    right_rotation = solution_source("01_positional_encoding", "rotation_matrix")
+    found = verdicts_of(tmp_path, "stubborn_01_positional_encoding.ipynb",
+                        {"create_position_matrix": STUBBORN, "rotation_matrix": right_rotation}, timeout=2)
+    first = found["create_position_matrix"]
+    assert (first["status"], first["mistake"]) == ("fail", "timed_out"), first
+    assert "longer than 2 seconds" in first["message"]
+    assert found["rotation_matrix"]["status"] == "pass", found
 
 
-def test_a_verdicts_process_past_its_time_is_killed():
-    """The waiter said its pid, then nothing for too long: the grader kills it, and counts it as killed."""
-    import signal
-    import socket
-    import subprocess
-    import sys
-
-    from course_tools.forkserver import _wait
-
-    sleeper = subprocess.Popen([sys.executable, "-c", "import time; time.sleep(60)"])
-    ours, theirs = socket.socketpair(socket.AF_UNIX, socket.SOCK_SEQPACKET)
-    with ours, theirs:
-        theirs.send(str(sleeper.pid).encode())
-        assert _wait(ours, 0.5, grace=0.5) == -signal.SIGKILL
-    assert sleeper.wait(timeout=10) == -signal.SIGKILL
+def test_code_that_ends_the_verdicts_process_fails_every_exercise_left(tmp_path):
+    ends = PE_SIGNATURE + "    import os\n    getattr(os, '_ex' + 'it')(0)\n"
+    found = verdicts_of(tmp_path, "ends_01_positional_encoding.ipynb",
+                        {"create_position_matrix": ends, "rotation_matrix": "def rotation_matrix(k, d):\n    pass\n"})
+    assert [(v["status"], v["mistake"]) for v in found.values()] == [("fail", "tampering")] * 2, found

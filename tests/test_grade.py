@@ -1,8 +1,9 @@
 """End-to-end grading through `tfs-grade` (course_tools.grade), kept cheap: each notebook executes once.
 
 Notebook executions in this module: 6 (pristine student notebooks, one grader run on notebooks/)
-+ 3 (solutions 01, 05 and 06, one grader run) + 1 (a trimmed notebook 01 whose check never returns)
-= 10. Every solution notebook also passes every check under strict nbval and under nbgrader
++ 3 (solutions 01, 05 and 06, one grader run) + 2 (cut-down notebooks 01 without imports: a check that never
+returns, a loop that catches the interrupt; no cell of theirs but the slow one takes time, so that a busy machine
+cannot time out another) = 11. Every solution notebook also passes every check under strict nbval and under nbgrader
 (tests/test_nbgrader.py); here the grader's pass path and exit status 0 are tested on the first
 notebook and on the two of the full model. The wrong answers (6 more) are in
 test_grade_wrong_answers.py; the checks themselves are tested in-process, against many more wrong
@@ -12,6 +13,7 @@ answers, in tests/test_checks_*.py.
 import json
 import subprocess
 import sys
+from pathlib import Path
 
 import nbformat
 import pytest
@@ -84,11 +86,11 @@ def test_runaway_cell_is_interrupted_and_the_rest_still_graded(tmp_path):
     code = [c for c in notebook.cells if c.cell_type == "code"]
     exercises = exercises_in("01_positional_encoding")
     needed = tuple(f"def {e.defines}(" for e in exercises) + tuple(f"{e.check_name}(" for e in exercises)
-    keep = [code[0]] + [c for c in code if c.source.startswith(needed)]
-    assert len(keep) == 1 + 2 * len(exercises), "the imports, and the exercise and check cells of every exercise"
+    keep = [c for c in code if c.source.startswith(needed)]
+    assert len(keep) == 2 * len(exercises), "the exercise and check cells of every exercise"
     (check,) = [c for c in keep if c.source.startswith("check_create_position_matrix(")]
     check.source = "create_position_matrix(1, 2)\n" + check.source  # the call never returns
-    notebook.cells = keep  # only what the test needs: the imports are the only slow cell
+    notebook.cells = keep  # no imports cell: with a busy machine's imports, only the looping cell takes time
     nbformat.write(notebook, path)
     status, out, _ = run_grader(path, "--json", "--timeout", "8")
     report = json.loads(out)  # one notebook file: one object
@@ -98,6 +100,27 @@ def test_runaway_cell_is_interrupted_and_the_rest_still_graded(tmp_path):
     assert "ran longer than 8 seconds and was interrupted" in first["message"]
     assert [(e["name"], e["status"]) for e in others] == [(e.name, "todo") for e in exercises[1:]], (
         "the cells after the interrupt ran")
+
+
+def test_a_kernel_that_ignores_the_interrupt_is_restarted_and_the_rest_still_graded(tmp_path):
+    """A loop that catches KeyboardInterrupt, asleep: killed once the time-out and the grace have passed; the check
+    cell after it runs in a new kernel (the stub's verdict, `todo`, says it ran). No cell but that one takes time:
+    no import, and the check cell fails at once in the new kernel (the verdict comes from the verdicts process)."""
+    code = nbformat.v4.new_code_cell
+    stubborn = ("import time\n\nwhile True:\n    try:\n        time.sleep(0.05)\n    except KeyboardInterrupt:\n"
+                "        pass\n")
+    path = tmp_path / "stubborn_01_positional_encoding.ipynb"
+    nbformat.write(nbformat.v4.new_notebook(cells=[
+        code("def create_position_matrix(seq_length, embed_size):\n    raise NotImplementedError()\n"),
+        code(stubborn), code("check_create_position_matrix(create_position_matrix)")]), path)
+    status, out, _ = run_grader(path, "--json", "--timeout", "3")
+    report = json.loads(out)
+    first = report["exercises"][0]
+    assert (first["name"], first["status"]) == ("create_position_matrix", "todo"), report
+    assert report["notes"] == [
+        "code cell 2 (`import time`) ran longer than 3 seconds and was interrupted; the cells after it still ran.",
+        "code cell 2 (`import time`) went on running after it was interrupted, so its kernel was stopped 5 seconds "
+        "later; the cells after it ran in a new kernel."], report
 
 
 def test_unreadable_notebook_exits_2(tmp_path):
@@ -165,3 +188,58 @@ def test_the_grader_runs_each_notebook_down_to_its_last_check_cell():
         kept = through_last_check(nbformat.read(path, as_version=4)).cells
         last = exercises_in(path.stem)[-1]
         assert kept[-1].source.startswith(f"{last.check_name}("), (path.name, kept[-1].source[:60])
+
+
+def test_what_cannot_be_read_is_listed_as_not_graded(tmp_path, monkeypatch):
+    """A link that leads nowhere, a folder that cannot be read, a file that cannot be read: each is an error of its
+    own in the text, the JSON and the CSV, never skipped silently."""
+    import os
+
+    from course_tools import grade
+
+    (tmp_path / "gone_01_positional_encoding.ipynb").symlink_to(tmp_path / "nowhere.ipynb")
+    locked = tmp_path / "locked"
+    locked.mkdir()
+    (locked / "x_02_attention.ipynb").write_text("{}", encoding="utf-8")
+    scandir = os.scandir
+
+    def refusing(path="."):
+        if Path(path) == locked:
+            raise PermissionError(13, "Permission denied", str(path))
+        return scandir(path)
+
+    monkeypatch.setattr(grade.os, "scandir", refusing)
+    found = dict(grade.find_notebooks([tmp_path, tmp_path / "dangling.ipynb"]))
+    assert "which does not exist" in found[tmp_path / "gone_01_positional_encoding.ipynb"]
+    assert "the folder cannot be read" in found[locked]
+    assert found[tmp_path / "dangling.ipynb"] is None, "a missing argument is read, and reported, by grade()"
+    status, out, err = run_grader(tmp_path, "--json", "--csv", tmp_path / "grades.csv")
+    reports = {Path(r["notebook"]).name: r for r in json.loads(out)}
+    assert status == 2 and set(reports) == {"gone_01_positional_encoding.ipynb", "locked"}
+    assert all("error" in r for r in reports.values()) and err.count("error: ") == 2
+    rows = (tmp_path / "grades.csv").read_text(encoding="utf-8").splitlines()
+    assert sum(",error," in row for row in rows) == len(exercises_in("01_positional_encoding")) + 1
+    if os.geteuid() != 0:  # root reads any file
+        unreadable = tmp_path / "shut_01_positional_encoding.ipynb"
+        unreadable.write_text("{}", encoding="utf-8")
+        unreadable.chmod(0)
+        assert "cannot read" in grade.grade_all([unreadable])[0]["error"]
+
+
+def test_each_notebook_s_rows_are_on_disk_as_soon_as_it_is_graded(tmp_path, monkeypatch):
+    """A run that dies after its first notebook (a crash, a full disk) keeps that notebook's rows."""
+    from course_tools import grade
+
+    first = {"notebook": "a/alice_02_attention.ipynb", "sha256": "0" * 64, "isolated": True, "passed": 1, "total": 1,
+             "exercises": [{"name": "softmax", "status": "pass", "mistake": None, "message": "correct!"}]}
+
+    def dies_after_one(*args, **kwargs):
+        yield first
+        raise OSError(28, "No space left on device")
+
+    monkeypatch.setattr(grade, "grade_each", dies_after_one)
+    table = tmp_path / "grades.csv"
+    with pytest.raises(OSError):
+        run_grader(tmp_path, "--csv", table, "--json")
+    assert table.read_text(encoding="utf-8").splitlines() == [
+        "student_file,notebook,exercise,status,mistake", "a/alice_02_attention.ipynb,02_attention,softmax,pass,"]

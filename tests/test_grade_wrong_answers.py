@@ -130,7 +130,7 @@ WRONG["06_training"] = {
 }
 
 STUDENTS = {stem: f"student{number}" for number, stem in enumerate(STEMS, start=1)}
-AFTER_THE_LAST_CHECK = "ran_after_the_last_check"  # the file a cell after the last check cell would write
+AFTER_THE_LAST_CHECK = "import os\nos._exit(1)"  # a cell after the last check cell: the grader would note its death
 UNREADABLE = "late/carol_04_masking.ipynb"  # a corrupt submission: reported, and the others still graded
 
 
@@ -149,7 +149,7 @@ def graded(tmp_path_factory):
                      file_name=f"{STUDENTS[stem]}_{stem}.ipynb")
     first = folder / STUDENTS[STEMS[0]] / f"{STUDENTS[STEMS[0]]}_{STEMS[0]}.ipynb"
     notebook = nbformat.read(first, as_version=4)  # an experiment after the last check cell is not run
-    notebook.cells.append(nbformat.v4.new_code_cell(f"open({AFTER_THE_LAST_CHECK!r}, 'w').close()"))
+    notebook.cells.append(nbformat.v4.new_code_cell(AFTER_THE_LAST_CHECK))
     nbformat.write(notebook, first)
     (folder / UNREADABLE).parent.mkdir()
     (folder / UNREADABLE).write_text("{not json")
@@ -158,7 +158,7 @@ def graded(tmp_path_factory):
     (checkpoints / f"{STEMS[0]}-checkpoint.ipynb").write_text("{not json")
     table = folder.parent / "grades.csv"
     status, out, err = run_grader(folder, "--csv", table, "--jobs", "2")
-    assert not (first.parent / AFTER_THE_LAST_CHECK).exists(), "the grader ran a cell after the last check cell"
+    assert "the kernel died" not in out, "the grader ran a cell after the last check cell"
     with open(table, newline="", encoding="utf-8") as rows:
         return status, out, err, list(csv.DictReader(rows))
 

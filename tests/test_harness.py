@@ -6,7 +6,7 @@ import pytest
 
 import helpers
 from helpers.checks import EXERCISES, exercises_in
-from helpers.checks.harness import (GENERIC_MISTAKES, CheckFailed, Exercise, Known, Verdict, exercise, hint_fields,
+from helpers.checks.harness import (CheckFailed, Exercise, Known, Verdict, exercise, hint_fields,
                                     same)
 
 from conftest import ROOT
@@ -43,7 +43,9 @@ def test_a_check_writes_no_log_for_the_grader(tmp_path, monkeypatch):
 
 
 def test_under_nbgrader_a_failing_or_unfinished_check_raises_its_hint(monkeypatch, capsys):
-    monkeypatch.setenv("NBGRADER_EXECUTION", "autograde")
+    from helpers.checks import harness
+
+    monkeypatch.setattr(harness, "NBGRADER", True)  # what NBGRADER_EXECUTION set at import gives
     with pytest.raises(CheckFailed, match="you put cos on the even columns"):
         helpers.check_create_position_matrix(swapped)
 
@@ -54,6 +56,26 @@ def test_under_nbgrader_a_failing_or_unfinished_check_raises_its_hint(monkeypatc
         helpers.check_create_position_matrix(stub)
     assert helpers.check_create_position_matrix(helpers.positional_encoding)  # a pass still returns its verdict
     assert capsys.readouterr() == ("", "")  # nothing on stderr: nbgrader would give the cell 0 points
+    verdict = helpers.check_create_position_matrix.verdict_of(swapped)  # the same verdict, never raised
+    assert (verdict.status, verdict.mistake) == ("fail", "sin_cos_swapped")
+    assert helpers.check_create_position_matrix.verdict_of(stub).status == "todo"
+
+
+def test_the_nbgrader_mode_and_the_grading_seed_are_read_once_at_import(monkeypatch):
+    """An answer that sets or pops NBGRADER_EXECUTION after the checks were imported changes nothing."""
+    monkeypatch.setenv("NBGRADER_EXECUTION", "autograde")
+    assert not helpers.check_create_position_matrix(swapped)  # no CheckFailed: the mode was read at import
+    monkeypatch.setenv("TFS_GRADING_SEED", "7")
+    from helpers.checks import harness
+    assert harness.grading_rng() is None and harness.GRADING_SEED is None
+
+
+def test_every_exercise_names_its_reference_in_helpers():
+    assert len(EXERCISES) == 21
+    for e in EXERCISES.values():
+        assert e.reference.startswith("helpers.") and e.reference in e.off_limits, e
+        reference = e.reference_object()
+        assert reference.__name__ == e.reference.rsplit(".", 1)[1] and callable(reference)
 
 
 def test_registry_lists_every_exercise_once_in_notebook_order():
@@ -70,16 +92,16 @@ def test_every_mistake_code_is_a_stable_identifier_with_a_hint():
     for e in EXERCISES.values():
         assert e.mistakes, f"{e.name} names no known mistake"
         for code, hint in e.mistakes.items():
-            assert code.isidentifier() and code == code.lower() and code not in GENERIC_MISTAKES
+            assert code.isidentifier() and code == code.lower()
             assert len(hint) > 20, (e.name, code)
             e.hint(code, **{f: "X" for f in hint_fields(hint)})  # every template can be filled
 
 
 def test_declaring_an_exercise_twice_or_a_bad_code_is_refused():
     with pytest.raises(ValueError, match="declared twice"):
-        exercise("softmax", notebook="02_attention", defines="softmax")(lambda f: None)
+        exercise("softmax", notebook="02_attention", defines="softmax", reference="helpers.softmax")(lambda f: None)
     with pytest.raises(ValueError, match="mistake code"):
-        exercise("new_one", notebook="x", defines="y", mistakes={"Bad Code": "..."})
+        exercise("new_one", notebook="x", defines="y", reference="helpers.x", mistakes={"Bad Code": "..."})
     assert "new_one" not in EXERCISES
 
 
@@ -87,7 +109,7 @@ def test_an_undeclared_code_is_reported_as_a_bug_of_the_check_not_a_crash():
     def body(fn):
         raise Known("no_such_code")
 
-    check = exercise("harness_selftest", notebook="zz_none", defines="f")(body)
+    check = exercise("harness_selftest", notebook="zz_none", defines="f", reference="helpers.f")(body)
     try:
         verdict = check(lambda: None)
         assert not verdict and verdict.mistake == "check_error" and "no_such_code" in verdict.message
@@ -156,3 +178,95 @@ def test_an_object_array_is_told_it_holds_objects():
     from helpers.checks import check_softmax
     verdict = check_softmax(lambda x, axis=-1: _right_softmax(x, axis).astype(object))
     assert "dtype object" in verdict.message and "text" not in verdict.message, verdict
+
+
+# ----------------------------------------------------------------------------- issue 30: results, stubs, crashes
+class _PretendsToBeAnArray:
+    def __init__(self, value):
+        self.value = value
+
+    def __array__(self, dtype=None, copy=None):
+        return np.asarray(self.value, dtype=dtype)
+
+
+def test_an_object_that_only_converts_itself_to_an_array_is_refused():
+    from helpers.checks import check_softmax
+    verdict = check_softmax(lambda x, axis=-1: _PretendsToBeAnArray(_right_softmax(x, axis)))
+    assert (verdict.status, verdict.mistake) == ("fail", "not_a_real_array"), verdict
+    assert "_PretendsToBeAnArray" in verdict.message
+    listed = check_softmax(lambda x, axis=-1: [_PretendsToBeAnArray(row) for row in _right_softmax(x, axis)])
+    assert listed.mistake == "not_a_real_array", listed
+
+
+def test_the_stub_is_recognised_by_its_source_not_by_the_exception():
+    from helpers.checks import check_causal_mask
+
+    def stub_after_code(size):
+        mask = np.zeros((size, size), dtype=bool)
+        # Your Code Here
+        raise NotImplementedError()
+        return mask
+
+    def raises_it_elsewhere(size):
+        if size > 0:
+            raise NotImplementedError("my own")
+        return np.ones((size, size), dtype=bool)
+
+    assert check_causal_mask(stub_after_code).status == "todo"
+    verdict = check_causal_mask(raises_it_elsewhere)
+    assert (verdict.status, verdict.mistake) == ("fail", "raised_error") and "my own" in verdict.message, verdict
+
+
+def test_a_torch_error_that_is_a_not_implemented_error_is_a_crash_at_the_student_s_line():
+    import torch
+
+    from helpers.checks import check_causal_mask
+
+    def causal_mask(size):
+        padding = torch.ones(size, size, dtype=torch.bool)
+        return (torch.tril(torch.ones(size, size)) & padding).numpy()
+
+    verdict = check_causal_mask(causal_mask)
+    assert (verdict.status, verdict.mistake) == ("fail", "raised_error"), verdict
+    assert "NotImplementedError" in verdict.message
+    assert "torch.tril(torch.ones(size, size)) & padding" in verdict.message  # the student's line, not torch's
+
+
+def test_a_crash_inside_numpy_or_torch_is_located_at_the_student_s_own_line():
+    import torch
+
+    from helpers.checks import check_layer_norm, check_softmax
+
+    def softmax(x, axis=-1):
+        shifted = x - x.max(axis=axis, keepdims=True)
+        return np.exp(shifted) / np.exp(shifted).sum(axis=7, keepdims=True)
+
+    verdict = check_softmax(softmax)
+    assert verdict.mistake == "raised_error" and "np.exp(shifted).sum(axis=7" in verdict.message, verdict
+
+    class LayerNorm(torch.nn.Module):
+        def __init__(self, d_model, eps=1e-5):
+            super().__init__()
+            self.eps = eps
+            self.weight = torch.nn.Parameter(torch.ones(d_model))
+            self.bias = torch.nn.Parameter(torch.zeros(d_model))
+
+        def forward(self, x):
+            padded = torch.nn.functional.pad(x, (1,))
+            return padded
+
+    verdict = check_layer_norm(LayerNorm)
+    assert verdict.mistake == "raised_error" and "torch.nn.functional.pad(x, (1,))" in verdict.message, verdict
+
+
+def test_the_running_exercise_is_known_inside_a_check_only():
+    from helpers.checks import check_softmax
+    from helpers.checks.harness import current_exercise
+
+    seen = []
+
+    def softmax(x, axis=-1):
+        seen.append(current_exercise().name)
+        return _right_softmax(x, axis)
+
+    assert check_softmax(softmax) and set(seen) == {"softmax"} and current_exercise() is None

@@ -9,7 +9,7 @@ import shutil
 import nbformat
 import pytest
 
-from course_tools import translate
+from course_tools import po_files, translate
 from helpers.checks import EXERCISES
 from helpers.i18n import LANGUAGE_NAMES, tr
 
@@ -117,7 +117,7 @@ def test_an_english_change_without_its_counterparts_fails_in_every_edition(tmp_p
     import polib
 
     root = _copy_of_the_repository(tmp_path)
-    monkeypatch.setattr(translate, "ROOT", root)
+    monkeypatch.setattr(po_files, "ROOT", root)
     stem = ENGLISH_ALL[0].stem
     path = root / "solutions" / f"{stem}.ipynb"
     notebook = nbformat.read(path, as_version=4)
@@ -146,7 +146,7 @@ def test_a_new_english_piece_is_missing_and_a_code_change_in_a_translation_is_ca
     import polib
 
     root = _copy_of_the_repository(tmp_path)
-    monkeypatch.setattr(translate, "ROOT", root)
+    monkeypatch.setattr(po_files, "ROOT", root)
     path = root / "solutions" / "01_positional_encoding.ipynb"
     notebook = nbformat.read(path, as_version=4)
     new = nbformat.v4.new_markdown_cell("A new paragraph.")
@@ -172,7 +172,7 @@ def test_a_notebook_outside_the_edition_is_not_required_and_joining_it_requires_
 
     language = LANGUAGES[0]
     root = _copy_of_the_repository(tmp_path)
-    monkeypatch.setattr(translate, "ROOT", root)
+    monkeypatch.setattr(po_files, "ROOT", root)
     edition = translate.edition(language)
     outside = edition[-1]
     po = polib.pofile(str(translate.po_path(language, outside)), wrapwidth=0)
@@ -182,10 +182,10 @@ def test_a_notebook_outside_the_edition_is_not_required_and_joining_it_requires_
     for folder in ("solutions", "notebooks"):
         (root / "editions" / language / folder / f"{outside}.ipynb").unlink()
     edition_file = root / "editions" / language / "EDITION"
-    edition_file.write_text("\n".join(edition[:-1]) + "\n")
+    edition_file.write_text("\n".join(edition[:-1]) + "\n", encoding="utf-8")
     assert translate.main(["check", "--language", language]) == 0, capsys.readouterr().err
     capsys.readouterr()
-    edition_file.write_text("\n".join(edition) + "\n")
+    edition_file.write_text("\n".join(edition) + "\n", encoding="utf-8")
     assert translate.main(["check", "--language", language]) == 1
     err = capsys.readouterr().err
     assert f"{translate.po_name(language, outside)}:" in err and ": missing" in err
@@ -198,7 +198,7 @@ def test_a_message_whose_translation_loses_a_field_is_caught(tmp_path, monkeypat
     import polib
 
     root = _copy_of_the_repository(tmp_path)
-    monkeypatch.setattr(translate, "ROOT", root)
+    monkeypatch.setattr(po_files, "ROOT", root)
     po_file = translate.po_path(language, "messages")
     po = polib.pofile(str(po_file), wrapwidth=0)
     entry = next(e for e in po if "{" in e.msgid and "{" in e.msgstr and not e.obsolete)
@@ -265,14 +265,15 @@ README_HEADINGS = {"es": ("## Dos comandos", "## Temario"), "pt": ("## Dois coma
 
 @pytest.mark.parametrize("language", LANGUAGES)
 def test_each_edition_has_a_readme_with_the_two_commands_the_outline_and_the_links(language):
-    english, readme = (ROOT / "README.md").read_text(), (ROOT / f"README.{language}.md").read_text()
+    english = (ROOT / "README.md").read_text(encoding="utf-8")
+    readme = (ROOT / f"README.{language}.md").read_text(encoding="utf-8")
     assert f"(README.{language}.md)" in english.split("\n## ")[0] and f"make lab-{language}" in english
     assert "(README.md)" in readme.split("\n## ")[0]
     commands_heading, outline_heading = README_HEADINGS[language]
     commands = readme[readme.index(commands_heading):readme.index(outline_heading)]
     assert f"make lab-{language}" in commands and "make test" in commands
     assert _outline_times(readme, outline_heading) == _outline_times(english, "## Course outline")
-    makefile = (ROOT / "Makefile").read_text()
+    makefile = (ROOT / "Makefile").read_text(encoding="utf-8")
     for target in ("translations", "review-translations", "check-translations"):
         assert f"\n{target}:" in makefile and f"make {target}" in readme
     assert "\nlab-%:" in makefile and "\noutputs-%:" in makefile and f"make outputs-{language}" in readme

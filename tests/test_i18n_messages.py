@@ -12,7 +12,7 @@ import pytest
 matplotlib.use("Agg")
 
 import helpers  # noqa: E402
-from course_tools import translate  # noqa: E402
+from course_tools import po_files, translate  # noqa: E402
 from helpers import i18n  # noqa: E402
 from helpers.checks import (check_causal_mask, check_create_position_matrix, check_layer_norm,  # noqa: E402
                             check_softmax, check_split_heads, check_transformer_lr)
@@ -201,7 +201,7 @@ def test_an_unknown_language_is_refused_naming_the_argument():
 # ---------------------------------------------------------------------------------------------- the catalog
 def test_every_message_of_helpers_has_a_reviewed_spanish_translation_with_the_same_fields():
     """All of them, not only those of the notebooks already in the Spanish edition."""
-    po = {e.msgctxt: e for e in translate._load(translate.po_path("es", "messages")) if not e.obsolete}
+    po = {e.msgctxt: e for e in po_files.load_po(po_files.po_path("es", "messages")) if not e.obsolete}
     problems = []
     for piece in translate.message_pieces():
         entry = po.get(piece.key)
@@ -209,6 +209,6 @@ def test_every_message_of_helpers_has_a_reviewed_spanish_translation_with_the_sa
             problems.append(f"{piece.key}: missing")
         elif "fuzzy" in entry.flags or entry.msgid != piece.english:
             problems.append(f"{piece.key}: stale")
-        elif translate._fields(entry.msgstr) != translate._fields(piece.english):
+        elif po_files.template_fields(entry.msgstr) != po_files.template_fields(piece.english):
             problems.append(f"{piece.key}: fields changed")
     assert not problems, "\n".join(problems)

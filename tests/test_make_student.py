@@ -77,13 +77,14 @@ def test_committed_student_notebooks_match_the_generator(tmp_path):
     assert generate(solutions, tmp_path / "notebooks") == 0
     for path in SOLUTIONS:
         assert (solutions / path.name).read_bytes() == path.read_bytes()
-        assert (tmp_path / "notebooks" / path.name).read_text() == (ROOT / "notebooks" / path.name).read_text()
+        written = (tmp_path / "notebooks" / path.name).read_text(encoding="utf-8")
+        assert written == (ROOT / "notebooks" / path.name).read_text(encoding="utf-8")
 
 
 def test_check_mode_fails_on_a_stale_notebook(tmp_path, capsys):
     generate(_copy_solutions(tmp_path), tmp_path / "notebooks")
     target = tmp_path / "notebooks" / SOLUTIONS[0].name
-    target.write_text(target.read_text().replace("Your Code Here", "Your code here"))
+    target.write_text(target.read_text(encoding="utf-8").replace("Your Code Here", "Your code here"))
     assert generate(tmp_path / "solutions", tmp_path / "notebooks", check=True) == 1
     assert f"{target} differs" in capsys.readouterr().err
 
@@ -210,7 +211,7 @@ def test_a_generated_notebook_records_its_solution_when_the_header_would_have_ch
     target = tmp_path / "notebooks" / SOLUTIONS[0].name
     notebook = nbformat.read(target, as_version=4)
     notebook.metadata["tfs"]["generated_from"] = "elsewhere.ipynb"
-    target.write_text(render(notebook))
+    target.write_text(render(notebook), encoding="utf-8")
     assert generate(tmp_path / "solutions", tmp_path / "notebooks", check=True) == 1
     assert f"{target} differs" in capsys.readouterr().err
 
@@ -218,7 +219,7 @@ def test_a_generated_notebook_records_its_solution_when_the_header_would_have_ch
 @pytest.mark.parametrize("text", ["{not json", '{"cells": "oops"}', "[1, 2, 3]"])
 def test_a_solution_that_is_no_notebook_is_a_one_line_error_and_nothing_is_written(tmp_path, capsys, text):
     solutions = _copy_solutions(tmp_path)
-    (solutions / "07_broken.ipynb").write_text(text)
+    (solutions / "07_broken.ipynb").write_text(text, encoding="utf-8")
     assert generate(solutions, tmp_path / "notebooks") == 2
     err = capsys.readouterr().err
     assert err.startswith(f"error: {solutions / '07_broken.ipynb'}") and len(err.strip().splitlines()) == 1
@@ -231,7 +232,7 @@ def test_the_command_line_reports_a_non_json_notebook_in_one_line(tmp_path):
     import sys
 
     (tmp_path / "solutions").mkdir()
-    (tmp_path / "solutions" / "01_x.ipynb").write_text('{"cells": [')
+    (tmp_path / "solutions" / "01_x.ipynb").write_text('{"cells": [', encoding="utf-8")
     run = subprocess.run([sys.executable, "-m", "course_tools.make_student", str(tmp_path / "solutions"),
                           str(tmp_path / "notebooks")], capture_output=True, text=True, cwd=ROOT)
     assert run.returncode == 2 and "Traceback" not in run.stderr
@@ -241,21 +242,41 @@ def test_the_command_line_reports_a_non_json_notebook_in_one_line(tmp_path):
 
 def test_writes_go_through_a_temporary_file_and_a_rename(tmp_path, monkeypatch):
     """An interrupted write leaves the old file whole, and no temporary file behind."""
-    import course_tools.make_student as make_student
+    import helpers.notebook_io as notebook_io
+    from course_tools.make_student import write_atomically
 
+    assert write_atomically is notebook_io.write_atomically, "one way to write a file whole"
     target = tmp_path / "nb.ipynb"
-    target.write_text("old")
+    target.write_text("old", encoding="utf-8")
 
     def interrupted(src, dst):
         raise KeyboardInterrupt
 
-    monkeypatch.setattr(make_student.os, "replace", interrupted)
+    monkeypatch.setattr(notebook_io.os, "replace", interrupted)
     with pytest.raises(KeyboardInterrupt):
-        make_student.write_atomic(target, "new")
-    assert target.read_text() == "old" and [p.name for p in tmp_path.iterdir()] == ["nb.ipynb"]
+        write_atomically(target, "new")
+    assert target.read_text(encoding="utf-8") == "old" and [p.name for p in tmp_path.iterdir()] == ["nb.ipynb"]
     monkeypatch.undo()
-    make_student.write_atomic(target, "new")
-    assert target.read_text() == "new" and [p.name for p in tmp_path.iterdir()] == ["nb.ipynb"]
+    write_atomically(target, "new")
+    assert target.read_text(encoding="utf-8") == "new" and [p.name for p in tmp_path.iterdir()] == ["nb.ipynb"]
+
+
+def test_a_written_file_keeps_its_permissions_and_a_new_one_gets_a_plain_files(tmp_path):
+    """The temporary file of write_atomically is private (mkstemp); what is left in its place is not."""
+    import os
+    import stat
+
+    from course_tools.make_student import write_atomically
+
+    plain = tmp_path / "plain.txt"
+    plain.write_text("x", encoding="utf-8")  # what open() gives a new file under this umask
+    new, kept = tmp_path / "new.ipynb", tmp_path / "kept.ipynb"
+    kept.write_text("old", encoding="utf-8")
+    os.chmod(kept, 0o640)
+    write_atomically(new, "new")
+    write_atomically(kept, "new")
+    assert stat.S_IMODE(new.stat().st_mode) == stat.S_IMODE(plain.stat().st_mode)
+    assert stat.S_IMODE(kept.stat().st_mode) == 0o640
 
 
 @pytest.mark.parametrize("path", SOLUTIONS, ids=lambda p: p.stem)

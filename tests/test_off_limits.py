@@ -1,11 +1,11 @@
 """The off-limits guard itself (helpers/checks/guard.py), in the process that runs the check, as in a
 notebook's check cell: every route to an exercise's reference or to the built-in it replaces is
-refused with the one-line `used_off_limits` verdict, and right answers whose words only look like the
+refused with the one-line `used_off_limits` verdict (read from the answer's source, or refused by a
+TorchFunctionMode while it runs), and right answers whose words only look like the
 checking code's still pass. (The grader's side: tests/test_forging.py.)"""
 
 import ast
 import importlib.util
-import runpy
 import sys
 import textwrap
 import types
@@ -31,13 +31,6 @@ def refused(verdict, name):
 
 
 # ---------------------------------------------------------------------------------------- notebook 01
-def test_a_fresh_copy_of_the_reference_through_runpy():  # x3
-    def create_position_matrix(seq_length, embed_size):
-        return runpy.run_module("helpers.positional")["positional_encoding"](seq_length, embed_size)
-
-    refused(helpers.check_create_position_matrix(create_position_matrix), "helpers.positional.positional_encoding")
-
-
 def test_a_function_made_from_the_reference_s_code_at_definition_time():  # x4b
     def create_position_matrix(seq_length, embed_size, _f=types.FunctionType(
             helpers.positional_encoding.__code__, vars(helpers.positional), "pe", (10000.0,))):
@@ -61,7 +54,7 @@ def as_tensor(x):
 
 @pytest.mark.parametrize("softmax, called", [
     (lambda x, axis=-1: torch.special.softmax(as_tensor(x), axis).numpy(), "softmax"),  # x16
-    (lambda x, axis=-1: torch.log_softmax(as_tensor(x), axis).exp().numpy(), "torch.ops.aten.log_softmax"),  # x17
+    (lambda x, axis=-1: torch.log_softmax(as_tensor(x), axis).exp().numpy(), "torch.log_softmax"),  # x17
 ])
 def test_other_softmaxes_of_torch(softmax, called):
     refused(helpers.check_softmax(softmax), called)
@@ -101,21 +94,6 @@ def test_layer_norm_through_another_route_of_torch(forward, called):
     refused(helpers.check_layer_norm(layer_norm_class(forward)), called)
 
 
-# ---------------------------------------------------------------------------------------- notebook 06
-def test_label_smoothing_through_torch_s_c_function():  # x12
-    class LabelSmoothingLoss(nn.Module):
-        def __init__(self, smoothing=0.1, pad_id=0):
-            super().__init__()
-            self.smoothing, self.pad_id = smoothing, pad_id
-
-        def forward(self, logits, target):
-            v = logits.shape[-1]
-            return torch._C._nn.cross_entropy_loss(logits.reshape(-1, v), target.reshape(-1), None, 1, self.pad_id,
-                                                   self.smoothing)
-
-    refused(helpers.check_label_smoothing_loss(LabelSmoothingLoss), "cross_entropy_loss")
-
-
 # ---------------------------------------------------------------------------------------- no false alarms
 RIGHT = solution_source("01_positional_encoding", "create_position_matrix")
 SIGNATURE, BODY = RIGHT.split("\n", 1)
@@ -151,7 +129,119 @@ def test_under_nbgrader_an_off_limits_call_fails_the_check_cell(monkeypatch):
     """nbgrader's autograding (NBGRADER_EXECUTION set) runs the same checks: the cell raises, 0 points."""
     from helpers.checks.harness import CheckFailed
 
-    monkeypatch.setenv("NBGRADER_EXECUTION", "autograde")
+    from helpers.checks import harness
+
+    monkeypatch.setattr(harness, "NBGRADER", True)  # what NBGRADER_EXECUTION set at import gives
     with pytest.raises(CheckFailed, match="helpers.positional.positional_encoding.*off limits"):
         helpers.check_create_position_matrix(lambda seq_length, embed_size: helpers.positional_encoding(
             seq_length, embed_size))
+
+
+# ---------------------------------------------------------------------------------------- read from the source
+PE = helpers.positional_encoding  # an alias at module level, as a notebook cell could make one
+
+
+def test_an_alias_of_the_reference_in_the_answer_s_globals():
+    def create_position_matrix(seq_length, embed_size):
+        return PE(seq_length, embed_size)
+
+    refused(helpers.check_create_position_matrix(create_position_matrix), "helpers.positional.positional_encoding")
+
+
+def test_the_reference_imported_inside_the_answer():
+    def create_position_matrix(seq_length, embed_size):
+        from helpers.positional import positional_encoding as encode
+        return encode(seq_length, embed_size)
+
+    refused(helpers.check_create_position_matrix(create_position_matrix), "helpers.positional.positional_encoding")
+
+
+def _my_helper(seq_length, embed_size):  # the student's own function, in another cell
+    return helpers.positional.positional_encoding(seq_length, embed_size)
+
+
+def test_the_reference_called_from_the_student_s_own_helper():
+    def create_position_matrix(seq_length, embed_size):
+        return _my_helper(seq_length, embed_size)
+
+    refused(helpers.check_create_position_matrix(create_position_matrix), "helpers.positional.positional_encoding")
+
+
+def test_a_subclass_of_the_reference_class():
+    class LayerNorm(helpers.LayerNorm):
+        pass
+
+    refused(helpers.check_layer_norm(LayerNorm), "helpers.transformer.LayerNorm")
+
+
+def test_a_torch_function_reached_by_a_computed_name_and_caught_is_refused_at_run_time():
+    def forward(self, x):
+        try:
+            return getattr(torch.nn.functional, "layer" + "_norm")(x, x.shape[-1:], self.weight, self.bias, self.eps)
+        except Exception:  # noqa: BLE001 - the answer hides the refusal: it is recorded all the same
+            mean = x.mean(-1, keepdim=True)
+            var = x.var(-1, keepdim=True, correction=0)
+            return self.weight * (x - mean) / torch.sqrt(var + self.eps) + self.bias
+
+    refused(helpers.check_layer_norm(layer_norm_class(forward)), "torch.nn.functional.layer_norm")
+
+
+def test_label_smoothing_set_on_torch_s_loss_is_refused_but_plain_cross_entropy_is_not():
+    class LabelSmoothingLoss(nn.Module):
+        def __init__(self, smoothing=0.1, pad_id=0):
+            super().__init__()
+            self.smoothing, self.pad_id = smoothing, pad_id
+
+        def forward(self, logits, target):
+            v = logits.shape[-1]
+            return torch.nn.functional.cross_entropy(logits.reshape(-1, v), target.reshape(-1),
+                                                     ignore_index=self.pad_id, label_smoothing=self.smoothing)
+
+    refused(helpers.check_label_smoothing_loss(LabelSmoothingLoss), "label_smoothing")
+
+
+# ---------------------------------------------------------------------------------------- general tools pass
+def test_a_layer_norm_that_calls_gc_collect_passes():
+    import gc
+
+    def forward(self, x):
+        gc.collect()
+        mean = x.mean(-1, keepdim=True)
+        var = x.var(-1, keepdim=True, correction=0)
+        return self.weight * (x - mean) / torch.sqrt(var + self.eps) + self.bias
+
+    verdict = helpers.check_layer_norm(layer_norm_class(forward))
+    assert verdict.status == "pass", verdict
+
+
+def test_a_position_matrix_built_with_eval_exec_and_compile_passes():
+    from conftest import define
+
+    source = ("import numpy as np\n\n" + SIGNATURE + "\n    exec(compile('scale = 1.0', 'x', 'exec'))\n"
+              "    base = eval('10000.0')\n    code = create_position_matrix.__code__\n"
+              "    np_ = __import__('numpy')\n" + BODY)
+    answer = define(source, {})["create_position_matrix"]
+    assert machinery_used(ast.parse(source)) is None
+    verdict = helpers.check_create_position_matrix(answer)
+    assert verdict.status == "pass", verdict
+
+
+@pytest.mark.parametrize("statement", ["import importlib", "import ctypes", "import gc", "x = f.__code__",
+                                       "exec('1')", "eval('1')", "compile('1', 'x', 'eval')", "__import__('os')"])
+def test_general_tools_are_not_tampering(statement):
+    assert machinery_used(ast.parse(statement)) is None
+
+
+@pytest.mark.parametrize("statement, reached", [
+    ("import torch.overrides", "torch.overrides"),
+    ("from torch.overrides import TorchFunctionMode", "torch.overrides"),
+    ("m = torch.overrides.TorchFunctionMode", "torch.overrides|.TorchFunctionMode"),
+    ("class M:\n    def __torch_function__(self, *a): pass", "__torch_function__"),
+    ("import sys\nsys.modules['helpers']", "sys.modules"),
+    ("from helpers.checks import harness", "helpers.checks"),
+    ("check_softmax(f)", "check_softmax"),
+    ("helpers.check_softmax.verdict_of(f)", ".check_softmax|.verdict_of"),
+    ("import course_tools", "course_tools"),
+])
+def test_naming_the_checking_code_is_tampering(statement, reached):
+    assert machinery_used(ast.parse(statement)) in reached.split("|")

@@ -165,16 +165,23 @@ def test_every_reason_the_grader_gives_is_known_to_the_report(tmp_path, monkeypa
                                           "metadata": {}, "nbformat": 4, "nbformat_minor": 5})}
     for name, text in files.items():
         (tmp_path / name).write_bytes(text if isinstance(text, bytes) else text.encode())
-    reports = grade_all(sorted(tmp_path.glob("*.ipynb")) + [tmp_path / "empty"])
+    (tmp_path / "link.ipynb").symlink_to(tmp_path / "nowhere.ipynb")
+    locked = tmp_path / "locked"
+    (locked / "sub").mkdir(parents=True)
+    scandir = os.scandir
+    monkeypatch.setattr(os, "scandir", lambda path=".": (_ for _ in ()).throw(
+        PermissionError(13, "Permission denied", str(path))) if Path(path) == locked / "sub" else scandir(path))
+    reports = grade_all(sorted(tmp_path.glob("*.ipynb")) + [tmp_path / "empty", locked])
+    monkeypatch.undo()
     assert all("error" in r for r in reports), reports
     keys = ("reason_empty_folder", "reason_not_notebook", "reason_not_json", "reason_old_format",
-            "reason_not_course", "reason_unreadable")
+            "reason_not_course", "reason_unreadable", "reason_dangling_link", "reason_folder_unreadable")
     catalog = {f"report:{k}": (msgid, f"RAZÓN-{k}") for k, msgid in _english_of(keys).items()}
     monkeypatch.setitem(i18n._catalogs, "es", catalog)
     ungraded = section(render(reports, language="es", roots=[tmp_path], now=WHEN), "ungraded")
     reasons = re.findall(r'</td><td>([^<]*)</td></tr>', ungraded)
-    assert len(reasons) == len(files) + 1 and all(r.startswith("RAZÓN-") for r in reasons), reasons
-    assert len(set(reasons)) == 6, "each kind of file its own reason"
+    assert len(reasons) == len(files) + 3 and all(r.startswith("RAZÓN-") for r in reasons), reasons
+    assert len(set(reasons)) == 8, "each kind of file its own reason"
 
 
 def _english_of(keys) -> dict[str, str]:

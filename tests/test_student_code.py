@@ -62,7 +62,7 @@ def test_a_passing_exercise_uses_the_students_code_and_a_failing_one_the_referen
     assert choice.objects["create_position_matrix"] is not helpers.positional_encoding
     assert choice.reasons["rotation_matrix"] == "not written yet"
     assert "create_position_matrix: your version" in choice.describe()
-    assert not log.exists() or log.read_text() == "", "these verdicts belong to another notebook"
+    assert not log.exists() or log.read_text(encoding="utf-8") == "", "these verdicts belong to another notebook"
 
 
 def test_a_wrong_answer_falls_back_with_its_hint(tmp_path):
@@ -85,7 +85,7 @@ def test_the_solution_notebook_is_all_theirs_and_the_pristine_one_all_reference(
 
 
 def test_a_missing_or_unreadable_notebook_falls_back_to_the_reference(tmp_path):
-    (tmp_path / "bad.ipynb").write_text(json.dumps({"not": "a notebook"})[:5])
+    (tmp_path / "bad.ipynb").write_text(json.dumps({"not": "a notebook"})[:5], encoding="utf-8")
     for path in (tmp_path / "missing.ipynb", tmp_path / "bad.ipynb"):
         choice = student_or_reference(path, PARTS)
         assert set(choice.origin.values()) == {"reference"}
@@ -98,7 +98,7 @@ def test_a_missing_or_unreadable_notebook_falls_back_to_the_reference(tmp_path):
 def test_a_json_file_that_is_not_a_notebook_is_a_clear_error(tmp_path):
     for name, content in (("list.ipynb", "[1, 2]"), ("no_cells.ipynb", '{"nbformat": 4}'),
                           ("torn.ipynb", '{"cells": [')):
-        (tmp_path / name).write_text(content)
+        (tmp_path / name).write_text(content, encoding="utf-8")
         with pytest.raises(ValueError, match="cannot read the notebook"):
             load_definitions(tmp_path / name)
     choice = student_or_reference(tmp_path / "list.ipynb", PARTS)
@@ -110,7 +110,7 @@ def test_cell_sources_saved_as_one_string_or_as_lines_load_alike(tmp_path):
                        {"cell_type": "code", "source": RIGHT.splitlines(keepends=True)}]}
     whole = {"cells": [{"cell_type": "code", "source": RIGHT}]}
     for name, content in (("lines.ipynb", lines), ("whole.ipynb", whole)):
-        (tmp_path / name).write_text(json.dumps(content))
+        (tmp_path / name).write_text(json.dumps(content), encoding="utf-8")
         found = load_definitions(tmp_path / name)
         assert list(found.sources) == ["create_position_matrix"] and found.skipped == []
         assert found.sources["create_position_matrix"] == RIGHT.strip()
@@ -121,3 +121,32 @@ def test_loading_a_notebook_does_not_need_nbformat(monkeypatch):
     monkeypatch.setitem(sys.modules, "nbformat", None)  # `import nbformat` now raises ImportError
     found = load_definitions(ROOT / "solutions" / "05_transformer.ipynb")
     assert {"LayerNorm", "Transformer"} <= set(found.sources) and found.skipped == []
+
+
+def test_every_reference_comes_from_the_registry():
+    """student_code names no reference itself: each part's check and reference are its exercise's."""
+    from helpers.checks import EXERCISES
+    from helpers.student_code import exercise_defining, notebook_parts, yours_or_reference
+
+    for exercise in EXERCISES.values():
+        check, reference = notebook_parts(exercise.notebook)[exercise.defines]
+        assert check is exercise.check and reference is exercise.reference_object()
+        assert exercise_defining(exercise.defines) is exercise
+    assert notebook_parts("05_transformer")["LayerNorm"][1] is helpers.LayerNorm
+    assert yours_or_reference(lambda: None, "LayerNorm")[0] is helpers.LayerNorm
+
+
+def test_a_stub_loaded_from_a_notebook_is_not_written_yet(tmp_path):
+    """The cells' source is registered with linecache, as a kernel does: the check reads the stub from it."""
+    stub = "def create_position_matrix(seq_length, embed_size):\n    # Your Code Here\n    raise NotImplementedError()"
+    choice = student_or_reference(notebook(tmp_path, stub), PARTS)
+    assert choice.reasons["create_position_matrix"] == "not written yet"
+    edited = student_or_reference(notebook(tmp_path, RIGHT), PARTS)  # the same file, saved again: its new code
+    assert edited.origin["create_position_matrix"] == "yours"
+
+
+def test_magics_are_blanked_and_an_operator_starting_a_continuation_line_stays(tmp_path):
+    source = ("%matplotlib inline\ndef label(x):\n    %time y = 1\n    !echo hi\n    return ('%d'\n            % x\n"
+              "            if x\n            != 0 else 'zero')")
+    found = load_definitions(notebook(tmp_path, source))
+    assert found.skipped == [] and found.namespace["label"](3) == "3" and found.namespace["label"](0) == "zero"

@@ -219,7 +219,8 @@ def test_notebook_trains_the_benchmarked_configuration():
     path = Path(__file__).resolve().parent.parent / "solutions" / "06_training.ipynb"
     if not path.exists():
         pytest.skip("solutions/06_training.ipynb is not there")
-    source = "\n".join("".join(c["source"]) for c in json.loads(path.read_text())["cells"] if c["cell_type"] == "code")
+    cells = json.loads(path.read_text(encoding="utf-8"))["cells"]
+    source = "\n".join("".join(c["source"]) for c in cells if c["cell_type"] == "code")
     scope = {"helpers": helpers, "NORM_FIRST": False}
     assert eval(_call_in_notebook(source, "helpers.TrainConfig("), scope) == NOTEBOOK_CONFIG
     data_call = _call_in_notebook(source, "helpers.make_date_dataset(")

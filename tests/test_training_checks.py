@@ -196,7 +196,7 @@ LOSS_WRONG = [
                                                                      target)),
     ("wrong_gradients", lambda self, logits, target: masked_mean(self, per_position_detached(self, logits, target),
                                                                  target)),
-    ("changes_input", shifted_in_place),
+    ("changed_input", shifted_in_place),
     ("sign_flipped", lambda self, logits, target: masked_mean(self, (smoothed_target(self, logits, target)
                                                                      * torch.log_softmax(logits, -1)).sum(-1), target)),
 ]

@@ -9,10 +9,11 @@ from torch import nn
 
 import helpers
 from helpers.masking import causal_mask_torch, decoder_mask, padding_mask
-from helpers.transformer import (PAPER_TABLE3, PAPER_VOCAB_SIZE, Decoder, DecoderLayer, Encoder, EncoderLayer,
-                                 LayerNorm, PositionwiseFeedForward, Transformer, attention_maps, count_parameters,
-                                 nn_transformer_logits, parameter_breakdown, to_nn_transformer, to_torch_decoder_layer,
-                                 to_torch_encoder_layer)
+from helpers.layers import Decoder, DecoderLayer, Encoder, EncoderLayer, LayerNorm, PositionwiseFeedForward
+from helpers.torch_copies import (nn_transformer_logits, to_nn_transformer, to_torch_decoder_layer,
+                                  to_torch_encoder_layer)
+from helpers.transformer import (PAPER_TABLE3, PAPER_VOCAB_SIZE, Transformer, attention_maps, count_parameters,
+                                 parameter_breakdown)
 
 D_MODEL, HEADS, D_FF = 32, 4, 64
 
@@ -271,6 +272,57 @@ def test_config_rebuilds_the_model():
     twin = Transformer(**model.config())
     assert count_parameters(twin) == count_parameters(model)
     twin.load_state_dict(model.state_dict())
+
+
+class _MyAttention(helpers.MultiHeadAttention):
+    pass
+
+
+class _MyNorm(LayerNorm):
+    pass
+
+
+class _MyFeedForward(PositionwiseFeedForward):
+    pass
+
+
+class _MyEncoderLayer(EncoderLayer):
+    pass
+
+
+def _doubled(max_len, d_model):
+    return 2 * helpers.positional_encoding(max_len, d_model)
+
+
+@pytest.mark.parametrize("norm_first", [False, True])
+def test_the_model_takes_its_parts_as_arguments_with_the_same_weights_in_the_same_places(norm_first):
+    """Notebook 06 hands the student's parts to the reference model: every layer holds them, the state dict has
+    the reference's names (checkpoints rely on them), and the same seed gives the same weights."""
+    reference = _model(norm_first=norm_first)
+    same = _model(norm_first=norm_first, attention=helpers.MultiHeadAttention, layer_norm=LayerNorm,
+                  feed_forward=PositionwiseFeedForward, encoding=helpers.positional_encoding)
+    mine = _model(norm_first=norm_first, attention=_MyAttention, layer_norm=_MyNorm, feed_forward=_MyFeedForward,
+                  encoding=_doubled)
+    for model in (same, mine):
+        assert list(model.state_dict()) == list(reference.state_dict())
+        for name, tensor in reference.state_dict().items():
+            assert torch.equal(model.state_dict()[name], tensor * (2 if name == "positional.pe" and model is mine
+                                                                   else 1)), name
+    layers = [*mine.encoder.layers, *mine.decoder.layers]
+    assert {type(m) for layer in layers for m in (layer.self_attn, getattr(layer, "cross_attn", layer.self_attn))} \
+        == {_MyAttention}
+    assert {type(layer.ff) for layer in layers} == {_MyFeedForward}
+    norms = {type(m) for m in mine.modules() if isinstance(m, LayerNorm)}
+    assert norms == {_MyNorm} and (norm_first == isinstance(mine.encoder.norm, _MyNorm))
+    assert mine.positional.encoding is _doubled
+
+
+def test_a_given_layer_class_builds_its_own_parts():
+    model = _model(encoder_layer=_MyEncoderLayer, attention=_MyAttention, norm_first=True, layer_norm=_MyNorm)
+    assert {type(layer) for layer in model.encoder.layers} == {_MyEncoderLayer}
+    assert type(model.encoder.layers[0].self_attn) is helpers.MultiHeadAttention  # the layer's own
+    assert type(model.decoder.layers[0].self_attn) is _MyAttention  # the reference DecoderLayer, given attention
+    assert type(model.encoder.norm) is _MyNorm and type(model.decoder.norm) is _MyNorm  # the final norms
 
 
 def test_attention_maps_shapes_and_rows():

@@ -13,7 +13,7 @@ from torch import nn
 import helpers
 from helpers.checks import (EXERCISES, check_decoder_layer, check_encoder_layer, check_feed_forward,
                             check_greedy_decode, check_layer_norm, check_transformer, exercises_in)
-from helpers.checks.training import END, MAX_LEN, _cuts, _decoding_model, _decoding_source, wrong_decodings
+from helpers.checks.greedy import END, MAX_LEN, _cuts, _decoding_model, _decoding_source, wrong_decodings
 from helpers.decoding import greedy_decode
 from helpers.transformer import DecoderLayer, EncoderLayer, LayerNorm, PositionwiseFeedForward, Transformer
 
@@ -114,7 +114,7 @@ LAYER_NORM_WRONG = [
     ("wrong_gradients", layer_norm(lambda s, x: s.weight * (x - mean(x).detach()) / torch.sqrt(var(x).detach() + s.eps)
                                    + s.bias)),
     ("wrong_gradients", layer_norm(numpy_round_trip)),
-    ("changes_input", layer_norm(centred_in_place)),
+    ("changed_input", layer_norm(centred_in_place)),
     ("dropout_in_eval_mode", layer_norm(lambda s, x: F.dropout(s.weight * (x - mean(x)) / torch.sqrt(var(x) + s.eps)
                                                                + s.bias, 0.1))),
     ("not_a_class", None),
@@ -183,7 +183,7 @@ FEED_FORWARD_WRONG = [
     ("dropout_in_eval_mode", feed_forward(lambda s, x: s.linear2(F.dropout(torch.relu(s.linear1(x)), s.dropout.p)))),
     ("wrong_gradients", feed_forward(lambda s, x: s.linear2(s.dropout(torch.relu(s.linear1(x)).detach())))),
     # clips its large inputs in place: the caller's x changes
-    ("changes_input", feed_forward(lambda s, x: s.linear2(s.dropout(torch.relu(s.linear1(x.clamp_(-100, 100))))))),
+    ("changed_input", feed_forward(lambda s, x: s.linear2(s.dropout(torch.relu(s.linear1(x.clamp_(-100, 100))))))),
     ("not_a_class", None),
     ("not_a_module", type("PositionwiseFeedForward", (), {"__init__": lambda self, *a, **k: None})),
     ("weights_do_not_fit", Conv1d),
@@ -332,7 +332,7 @@ ENCODER_WRONG = [
     ("dropout_in_eval_mode", encoder(lambda s, x, m: (lambda h: s.norm2(h + F.dropout(s.ff(h), s.dropout2.p)))(
         s.norm1(x + F.dropout(attn(s, x, m), s.dropout1.p))))),
     ("wrong_gradients", encoder(lambda s, x, m: EncoderLayer.forward(s, x.detach(), m))),
-    ("changes_input", encoder(residual_in_place)),
+    ("changed_input", encoder(residual_in_place)),
     ("not_a_class", None),
     ("not_a_class", 3),
     ("not_a_class", "EncoderLayer"),
@@ -500,7 +500,7 @@ DECODER_WRONG = [
                                                                                    mm))),
     ("dropout_in_eval_mode", decoder(dropout_always)),
     ("wrong_gradients", decoder(lambda s, x, mem, tm, mm: DecoderLayer.forward(s, x, mem.detach(), tm, mm))),
-    ("changes_input", decoder(lambda s, x, mem, tm, mm: (DecoderLayer.forward(s, x, mem, tm, mm), mem.zero_())[0])),
+    ("changed_input", decoder(lambda s, x, mem, tm, mm: (DecoderLayer.forward(s, x, mem, tm, mm), mem.zero_())[0])),
     ("not_a_class", None),
     ("not_a_class", "DecoderLayer"),
     ("not_a_module", NotAModule),
@@ -726,7 +726,7 @@ TRANSFORMER_WRONG = [
     ("train_mode_differs", transformer(dropout_on_logits=True)),
     ("dropout_in_eval_mode", transformer(dropout_always=True)),
     ("wrong_gradients", transformer(detached_memory=True)),
-    ("changes_input", transformer(zeroes_src=True)),
+    ("changed_input", transformer(zeroes_src=True)),
     ("not_a_class", None),
     ("not_a_class", "Transformer"),
     ("not_a_module", type("Transformer", (), {"__init__": lambda self, *a, **k: None})),

@@ -7,7 +7,7 @@ import shutil
 
 import pytest
 
-from course_tools import translate
+from course_tools import po_files, translate
 
 from conftest import ROOT
 
@@ -19,7 +19,7 @@ def root(tmp_path, monkeypatch):
     """A temporary copy of the repository's English solutions and editions/ (as tests/test_i18n.py makes)."""
     for folder in ("solutions", "editions", "helpers", "course_tools"):
         shutil.copytree(ROOT / folder, tmp_path / folder, ignore=shutil.ignore_patterns("__pycache__"))
-    monkeypatch.setattr(translate, "ROOT", tmp_path)
+    monkeypatch.setattr(po_files, "ROOT", tmp_path)
     return tmp_path
 
 
@@ -99,7 +99,7 @@ def test_a_broken_code_span_is_refused(root, capsys):
 
 def test_the_committed_po_files_are_strictly_valid():
     for path in sorted(ROOT.glob("editions/*/po/*.po")):  # every edition
-        assert translate.po_file_problems(path) == [], path.name
+        assert po_files.po_file_problems(path) == [], path.name
 
 
 def test_the_strict_parser_reads_what_polib_reads():
@@ -107,7 +107,7 @@ def test_the_strict_parser_reads_what_polib_reads():
     import polib
 
     for path in sorted(ROOT.glob("editions/*/po/*.po")):  # every edition
-        entries, errors = translate._parse_po(path)
+        entries, errors = po_files.parse_po(path)
         assert not errors
         ours = {e.fields.get("msgctxt"): (e.fields["msgid"], e.fields["msgstr"]) for e in entries
                 if "msgid" in e.fields}

@@ -118,6 +118,7 @@ def test_without_notebook_05_the_reference_model_holds_the_attention_and_encodin
     recipe = your_recipe(edited(tmp_path, None, None, pristine=("05_transformer.ipynb",)))
     assert [recipe.origin[name] for name in EARLIER] == ["yours", "yours"]
     assert {recipe.origin[name] for name in MODEL_PARTS} == {"reference"} and recipe.fingerprint
+    assert recipe.model_class is helpers.Transformer and set(recipe.model_parts) == {"encoding", "attention"}
     model = build_model(TINY, recipe)
     assert isinstance(model, helpers.Transformer) and type(model.encoder.layers[0]) is helpers.EncoderLayer
     assert {t.__module__ for t in attention_types(model)} == {"notebook_03_multi_head_attention"}
@@ -173,8 +174,12 @@ def test_without_the_students_transformer_their_layers_train_in_the_reference(tm
     assert recipe.origin["Transformer"] == "reference" and recipe.fingerprint != ""
     assert {recipe.origin[name] for name in EARLIER + ["LayerNorm", "EncoderLayer", "DecoderLayer"]} == {"yours"}
     assert "inside the reference Transformer" in recipe.reasons["EncoderLayer"]
+    assert recipe.model_class is helpers.Transformer  # handed the student's parts, no subclass
+    assert set(recipe.model_parts) == {"encoding", "attention", "layer_norm", "feed_forward", "encoder_layer",
+                                       "decoder_layer"}
     model = build_model(TINY, recipe)
-    assert isinstance(model, helpers.Transformer)
+    assert type(model) is helpers.Transformer
+    assert list(model.state_dict()) == list(build_model(TINY).state_dict()), "the reference's parameter names"
     assert type(model.encoder.layers[0]).__module__ == "notebook_05_transformer"
     assert type(model.decoder.layers[0]).__module__ == "notebook_05_transformer"
     assert type(model.encoder.layers[0].norm1).__module__ == "notebook_05_transformer"
@@ -235,7 +240,7 @@ def test_a_class_from_this_notebook_is_fingerprinted_without_its_docstrings_and_
 
     def load(name, text):
         path = tmp_path / f"{name}.py"
-        path.write_text(text)
+        path.write_text(text, encoding="utf-8")
         spec = importlib.util.spec_from_file_location(name, path)
         module = importlib.util.module_from_spec(spec)
         spec.loader.exec_module(module)
@@ -334,7 +339,7 @@ def test_recipe_describe_names_whose_code_trains():
 
 
 def test_notebook_06_trains_with_your_recipe():
-    notebook = json.loads((ROOT / "solutions" / "06_training.ipynb").read_text())
+    notebook = json.loads((ROOT / "solutions" / "06_training.ipynb").read_text(encoding="utf-8"))
     code = "\n".join("".join(c["source"]) for c in notebook["cells"] if c["cell_type"] == "code")
     assert 'helpers.your_recipe("05_transformer.ipynb", transformer_lr=transformer_lr,' in code
     assert "helpers.train_or_load(config, data, recipe=recipe" in code

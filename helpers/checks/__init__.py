@@ -12,10 +12,12 @@ from .attention_module import check_multi_head_attention_module
 from .masking import check_causal_mask, check_masked_softmax, check_padding_mask
 from .layer_norm import check_layer_norm
 from .feed_forward import check_feed_forward
-from .layers import check_decoder_layer, check_encoder_layer
+from .layers import check_encoder_layer
+from .decoder_layer import check_decoder_layer
 from .model import check_transformer
-from .training import check_greedy_decode, check_label_smoothing_loss, check_transformer_lr
+from .training import check_label_smoothing_loss, check_transformer_lr
 from .train_step import check_train_step
+from .greedy import check_greedy_decode
 
 __all__ = ["EXERCISES", "Exercise", "Verdict", "exercises_in", "check_apply_rope", "check_causal_mask",
            "check_combine_heads", "check_create_position_matrix", "check_decoder_layer", "check_encoder_layer",

@@ -10,7 +10,7 @@ import numpy as np
 from ..attention import masked_softmax, scaled_dot_product_attention, softmax
 from ..i18n import tr
 from .harness import (Known, Mistake, call, compare, exercise, expect_finite, expect_shape, first_difference,
-                      match_known, output_and_weights, same, to_array)
+                      graded, match_known, output_and_weights, same, to_array)
 
 
 def _naive_softmax(x: np.ndarray, axis: int = -1) -> np.ndarray:
@@ -97,6 +97,7 @@ def wrong_softmaxes(x: np.ndarray, axis: int = -1) -> dict:
 
 
 @exercise("softmax", notebook="02_attention", defines="softmax",
+          reference="helpers.attention.softmax",
           off_limits=("helpers.attention.softmax", "helpers.attention.masked_softmax", "scipy.special.softmax",
                       "torch.softmax", "torch.nn.functional.softmax", "torch.Tensor.softmax",
                       "helpers.attention.scaled_dot_product_attention", "scipy.special.log_softmax",
@@ -105,7 +106,7 @@ def wrong_softmaxes(x: np.ndarray, axis: int = -1) -> dict:
           mistakes=SOFTMAX_MISTAKES)
 def check_softmax(softmax_fn: Callable) -> str:
     """Check a student's softmax(x, axis=-1) against the reference, including huge logits."""
-    for description, x, kwargs in softmax_cases():
+    for description, x, kwargs in graded(softmax_cases(), _drawn_softmax_case):
         axis = kwargs.get("axis", -1)
         args = ", axis=" + str(axis) if kwargs else ""
         what = f"softmax(<{description}>{args})"
@@ -118,6 +119,13 @@ def check_softmax(softmax_fn: Callable) -> str:
         expect_shape(result, x.shape, what, tr("softmax:shape_hint", "The softmax keeps the shape of its input."))
         compare(result, softmax(x, axis=axis), wrong_softmaxes(x, axis), what)
     return tr("softmax:checked", "Checked 5 inputs (2-D and 3-D, axis -1, 0 and 1).")
+
+
+def _drawn_softmax_case(rng: np.random.Generator) -> tuple[str, np.ndarray, dict]:
+    """A 3-D input of drawn sizes and values, along a drawn axis (when grading)."""
+    shape = tuple(int(n) for n in rng.integers(2, 7, size=3))
+    axis = int(rng.integers(-3, 3))
+    return "x".join(map(str, shape)), rng.normal(scale=3.0, size=shape), {"axis": axis}
 
 
 # ----------------------------------------------------------------------------- attention
@@ -246,7 +254,17 @@ def _untransposed_k_on_square_keys(attention_fn: Callable, case: tuple) -> None:
     match_known((output, weights), {"k_not_transposed": wrong_attentions(Q, K, V, mask).get("k_not_transposed")})
 
 
+def _drawn_attention_case(rng: np.random.Generator) -> tuple[str, tuple, Any]:
+    """A batched, masked case of drawn sizes and values (when grading)."""
+    b, lq, lk, dk, dv = (int(n) for n in rng.integers(2, 8, size=5))
+    q, k, v = rng.normal(size=(b, lq, dk)), rng.normal(size=(b, lk, dk)), rng.normal(size=(b, lk, dv))
+    mask = rng.random((b, lq, lk)) > 0.4
+    mask[..., 0], mask[..., -1] = True, False  # no fully masked row, in the mask or in its inverse
+    return f"Q {q.shape}, K {k.shape}, V {v.shape}, mask {mask.shape}", (q, k, v), mask
+
+
 @exercise("scaled_dot_product_attention", notebook="02_attention", defines="scaled_dot_product_attention",
+          reference="helpers.attention.scaled_dot_product_attention",
           off_limits=("helpers.attention.scaled_dot_product_attention",
                       "torch.nn.functional.scaled_dot_product_attention", "torch.ops.aten.*scaled_dot_product*",
                       "helpers.multi_head.multi_head_attention", "helpers.multi_head.MultiHeadAttention",
@@ -257,6 +275,7 @@ def check_scaled_dot_product_attention(attention_fn: Callable) -> str:
     """Check a student's scaled_dot_product_attention(Q, K, V, mask=None) -> (output, weights)."""
     passed_2d = passed_batched = False
     cases = attention_cases()
+    cases = graded(cases[:-1], _drawn_attention_case) + cases[-1:]  # the large scores stay last
     for number, (description, (Q, K, V), mask) in enumerate(cases):
         large = number == len(cases) - 1
         what = f"scaled_dot_product_attention(<{description}>)"

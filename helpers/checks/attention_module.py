@@ -21,7 +21,7 @@ from torch import nn
 from ..i18n import tr
 from ..multi_head import MultiHeadAttention as Reference
 from ..multi_head import to_nn_multihead_attention
-from .harness import Known, call, compare, exercise, expect_shape, generic, match_known, same, to_array
+from .harness import Known, call, compare, exercise, expect_shape, generic, graded, match_known, same, to_array
 
 MODULE_MISTAKES = {
     "not_a_class": "expected the class MultiHeadAttention itself, got {kind}. Pass the class, without ().",
@@ -63,7 +63,7 @@ MODULE_MISTAKES = {
                             "them detached, so that keeping them for the plots does not keep the graph alive.",
     "gradient_blocked": "no gradient reaches {name}: something in forward cuts the graph (.detach(), .data, "
                         "numpy, or torch.no_grad()).",
-    "input_modified": "forward changed its input `{name}` in place; use out-of-place operations "
+    "changed_input": "forward changed its input `{name}` in place; use out-of-place operations "
                       "(masked_fill, not masked_fill_).",
 }
 
@@ -90,6 +90,19 @@ def module_cases(device: str | torch.device = "cpu") -> list[dict]:
         cases.append(dict(d_model=d_model, h=h, query=query.to(device), key=key.to(device), value=value.to(device),
                           mask=None if mask is None else mask.to(device)))
     return cases
+
+
+def _drawn_case(rng: np.random.Generator, device: str | torch.device) -> dict:
+    """A masked cross-attention case of drawn sizes and seed, like the second of module_cases (when grading)."""
+    gen = torch.Generator().manual_seed(int(rng.integers(2 ** 31)))
+    h, d_k, batch, l_q, l_k = (int(n) for n in rng.integers(2, 6, size=5))
+    query, key, value = (torch.randn(batch, length, h * d_k, generator=gen, dtype=torch.float64)
+                         for length in (l_q, l_k, l_k))
+    mask = torch.rand(batch, 1, l_q, l_k, generator=gen) > 0.4
+    mask[..., 0], mask[..., -1] = True, False
+    mask[0, :, 1, :] = False  # a query that may attend to nothing
+    return dict(d_model=h * d_k, h=h, query=query.to(device), key=key.to(device), value=value.to(device),
+                mask=mask.to(device))
 
 
 def _label(case: dict) -> str:
@@ -244,9 +257,9 @@ def _check_weights(student: nn.Module, reference: Reference, wrong_weights: dict
 def _check_inputs_unchanged(tensors: list, mask: Any, case: dict) -> None:
     for name, tensor in zip(("query", "key", "value"), tensors):
         if not torch.equal(tensor.detach(), case[name]):
-            raise Known("input_modified", name=name)
+            raise Known("changed_input", name=name)
     if mask is not None and not torch.equal(mask, case["mask"]):
-        raise Known("input_modified", name="mask")
+        raise Known("changed_input", name="mask")
 
 
 def _check_gradients(student: nn.Module, reference: Reference, tensors: list, ref_tensors: list) -> None:
@@ -298,6 +311,7 @@ def _run_case(cls: type, case: dict, train: bool, seed: int) -> None:
 
 
 @exercise("multi_head_attention_module", notebook="03_multi_head_attention", defines="MultiHeadAttention",
+          reference="helpers.multi_head.MultiHeadAttention",
           success="correct! Your module equals nn.MultiheadAttention and the reference, in eval and train mode, "
                   "gradients included.",
           mistakes=MODULE_MISTAKES, off_limits=_STATIC + ("torch.ops.aten.*scaled_dot_product*",))
@@ -309,7 +323,7 @@ def check_multi_head_attention_module(MultiHeadAttentionClass: Any) -> str:
         raise generic("not_callable", kind=type(MultiHeadAttentionClass).__name__)
     devices = ["cpu"] + (["cuda"] if torch.cuda.is_available() else [])
     for device in devices:
-        for index, case in enumerate(module_cases(device)):
+        for index, case in enumerate(graded(module_cases(device), lambda rng: _drawn_case(rng, device))):
             for train in (False, True):
                 _run_case(MultiHeadAttentionClass, case, train, seed=70 + index)
     return tr("multi_head_attention_module:checked", "Checked h = 2 and h = 4 with L_q != L_k, a fully masked "

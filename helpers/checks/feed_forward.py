@@ -10,7 +10,8 @@ from torch import nn
 
 from ..i18n import tr
 from ..transformer import PositionwiseFeedForward
-from .harness import Known, Mistake, call, exercise, expect_finite, expect_shape, first_difference, match_known, same
+from .harness import (Known, Mistake, call, exercise, expect_finite, expect_shape, first_difference, graded,
+                      match_known, same)
 from .torch_compare import DROPOUT_P_MISTAKE, P_TRAIN, TORCH_MISTAKES, _as_class, _fit, _np, _randomise, \
     _setup_mistakes, compare_gradients, reference_gradients, reference_output, same_in_eval_mode, seeded_outputs, \
     student_output
@@ -96,48 +97,58 @@ def _feed_forward_input() -> torch.Tensor:
     return x
 
 
+def _drawn_case(rng: np.random.Generator) -> tuple[int, int, torch.Tensor, int, int]:
+    """(d_model, hidden size, x, weight seed, dropout seed) of drawn sizes and seeds (when grading)."""
+    d_model, hidden = int(rng.integers(2, 12)), int(rng.integers(2, 24))
+    gen = torch.Generator().manual_seed(int(rng.integers(2 ** 31)))
+    x = torch.randn(int(rng.integers(1, 4)), int(rng.integers(1, 6)), d_model, generator=gen, dtype=torch.float64)
+    return d_model, hidden, x, int(rng.integers(2 ** 31)), int(rng.integers(2 ** 31))
+
+
 @exercise("feed_forward", notebook="05_transformer", defines="PositionwiseFeedForward",
+          reference="helpers.transformer.PositionwiseFeedForward",
           success="correct! Linear, ReLU, (dropout), linear: the same two maps at every position.",
           mistakes=FEED_FORWARD_MISTAKES, off_limits=("helpers.transformer.PositionwiseFeedForward",))
 def check_feed_forward(FeedForwardClass: Any) -> str:
     """Check a student's PositionwiseFeedForward class against helpers.PositionwiseFeedForward: the output in eval
     mode, its gradients, and the output in training mode with the reference's random numbers (dropout P_TRAIN)."""
     cls = _as_class(FeedForwardClass)
-    x = _feed_forward_input()
-    with torch.random.fork_rng(devices=[]):
-        reference = PositionwiseFeedForward(FF_D, FF_HIDDEN, dropout=P_TRAIN)
-        student = call(cls, FF_D, FF_HIDDEN, dropout=P_TRAIN)
-    _randomise(reference, seed=9)
-    reference.double().eval()
-    student = _fit(student, reference).double().eval()
-    what = tr("feed_forward:what", "{call}(x) with x of shape {shape}",
-              call=f"PositionwiseFeedForward({FF_D}, {FF_HIDDEN}, dropout={P_TRAIN})", shape=tuple(x.shape))
-    out = student_output(student, (x,), ("x",), what)
-    expect_shape(out, tuple(x.shape), what,
-                 tr("feed_forward:shape_hint", "The output has the input's shape (batch, L, d_model)."))
-    expect_finite(out, what)
-    expected = reference_output(reference, (x,))
-    if not same(out, expected):
-        same_in_eval_mode(student, (x,), ("x",), what, out)
-        match_known(out, wrong_feed_forwards(reference, x))
-        raise Mistake(tr("harness:differs", "{what} differs from the reference: {difference}.", what=what,
-                         difference=first_difference(out, expected)))
-    compare_gradients(student, student, (x,), {0: "x"}, reference_gradients(reference, reference, (x,), {0: "x"}),
-                      what)
-    student.train()
-    reference.train()
-    try:
-        train_out = student_output(student, (x,), ("x",), what, seed=TRAIN_SEED)
-        train_expected = reference_output(reference, (x,), seed=TRAIN_SEED)
-        if not same(train_out, train_expected):
-            match_known(train_out, wrong_training_feed_forwards(reference, x, TRAIN_SEED))
-            raise Mistake(tr("feed_forward:train_differs", "in training mode (dropout={p}, the reference's random "
-                             "numbers) {what} differs from the reference: {difference}. Apply self.dropout once, to "
-                             "the hidden activations after the ReLU.", p=P_TRAIN, what=what,
-                             difference=first_difference(train_out, train_expected)))
-    finally:
-        student.eval()
-        reference.eval()
+    cases = graded([(FF_D, FF_HIDDEN, _feed_forward_input(), 9, TRAIN_SEED)], _drawn_case)
+    for d_model, hidden, x, weight_seed, train_seed in cases:
+        with torch.random.fork_rng(devices=[]):
+            reference = PositionwiseFeedForward(d_model, hidden, dropout=P_TRAIN)
+            student = call(cls, d_model, hidden, dropout=P_TRAIN)
+        _randomise(reference, seed=weight_seed)
+        reference.double().eval()
+        student = _fit(student, reference).double().eval()
+        what = tr("feed_forward:what", "{call}(x) with x of shape {shape}",
+                  call=f"PositionwiseFeedForward({d_model}, {hidden}, dropout={P_TRAIN})", shape=tuple(x.shape))
+        out = student_output(student, (x,), ("x",), what)
+        expect_shape(out, tuple(x.shape), what,
+                     tr("feed_forward:shape_hint", "The output has the input's shape (batch, L, d_model)."))
+        expect_finite(out, what)
+        expected = reference_output(reference, (x,))
+        if not same(out, expected):
+            same_in_eval_mode(student, (x,), ("x",), what, out)
+            match_known(out, wrong_feed_forwards(reference, x))
+            raise Mistake(tr("harness:differs", "{what} differs from the reference: {difference}.", what=what,
+                             difference=first_difference(out, expected)))
+        expected_gradients = reference_gradients(reference, reference, (x,), {0: "x"})
+        compare_gradients(student, student, (x,), {0: "x"}, expected_gradients, what)
+        student.train()
+        reference.train()
+        try:
+            train_out = student_output(student, (x,), ("x",), what, seed=train_seed)
+            train_expected = reference_output(reference, (x,), seed=train_seed)
+            if not same(train_out, train_expected):
+                match_known(train_out, wrong_training_feed_forwards(reference, x, train_seed))
+                raise Mistake(tr("feed_forward:train_differs", "in training mode (dropout={p}, the reference's "
+                                 "random numbers) {what} differs from the reference: {difference}. Apply self.dropout "
+                                 "once, to the hidden activations after the ReLU.", p=P_TRAIN, what=what,
+                                 difference=first_difference(train_out, train_expected)))
+        finally:
+            student.eval()
+            reference.eval()
     return ""
 
 

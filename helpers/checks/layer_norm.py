@@ -10,7 +10,8 @@ import torch
 
 from ..i18n import tr
 from ..transformer import LayerNorm
-from .harness import Known, Mistake, call, exercise, expect_finite, expect_shape, first_difference, match_known, same
+from .harness import (Known, Mistake, call, exercise, expect_finite, expect_shape, first_difference, graded,
+                      match_known, same)
 from .torch_compare import TORCH_MISTAKES, _as_class, _fit, _np, _randomise, _setup_mistakes, compare_gradients, \
     reference_gradients, reference_output, same_in_eval_mode, student_output
 
@@ -108,7 +109,17 @@ def wrong_layer_norms(norm: LayerNorm, x: torch.Tensor) -> dict[Any, np.ndarray]
     return wrong
 
 
+def _drawn_case(rng: np.random.Generator) -> tuple[int, torch.Tensor, float, int]:
+    """(d_model, x, eps, weight seed) of drawn sizes and seeds (when grading)."""
+    d_model = int(rng.integers(3, 24))
+    gen = torch.Generator().manual_seed(int(rng.integers(2 ** 31)))
+    x = 3.0 * torch.randn(int(rng.integers(1, 4)), int(rng.integers(1, 6)), d_model, generator=gen,
+                          dtype=torch.float64) + 1.0
+    return d_model, x, 1e-5, int(rng.integers(2 ** 31))
+
+
 @exercise("layer_norm", notebook="05_transformer", defines="LayerNorm",
+          reference="helpers.transformer.LayerNorm",
           success="correct! The mean and the biased variance over the last axis, eps inside the square root, then "
                   "the gain and the bias: the same numbers as nn.LayerNorm.",
           mistakes=LAYER_NORM_MISTAKES,
@@ -118,15 +129,15 @@ def wrong_layer_norms(norm: LayerNorm, x: torch.Tensor) -> dict[Any, np.ndarray]
 def check_layer_norm(LayerNormClass: Any) -> str:
     """Check a student's LayerNorm class against nn.LayerNorm (through helpers.LayerNorm, equal to it)."""
     cls = _as_class(LayerNormClass)
-    x = _layer_norm_input()
-    for eps in (1e-5, 1e-2):
-        reference = LayerNorm(LN_D, eps=eps)
-        _randomise(reference, seed=8)
+    cases = graded([(LN_D, _layer_norm_input(), 1e-5, 8), (LN_D, _layer_norm_input(), 1e-2, 8)], _drawn_case)
+    for d_model, x, eps, seed in cases:
+        reference = LayerNorm(d_model, eps=eps)
+        _randomise(reference, seed=seed)
         reference.double().eval()
-        student = call(cls, LN_D) if eps == 1e-5 else call(cls, LN_D, eps=eps)
+        student = call(cls, d_model) if eps == 1e-5 else call(cls, d_model, eps=eps)
         _fit(student, reference).double().eval()
         what = tr("layer_norm:what", "{call}(x) with x of shape {shape}",
-                  call=f"LayerNorm({LN_D}{'' if eps == 1e-5 else f', eps={eps}'})", shape=tuple(x.shape))
+                  call=f"LayerNorm({d_model}{'' if eps == 1e-5 else f', eps={eps}'})", shape=tuple(x.shape))
         out = student_output(student, (x,), ("x",), what)
         expect_shape(out, tuple(x.shape), what, tr("layer_norm:shape_hint", "LayerNorm keeps the shape of its input."))
         expected = reference_output(reference, (x,))
@@ -137,7 +148,7 @@ def check_layer_norm(LayerNormClass: Any) -> str:
         same_in_eval_mode(student, (x,), ("x",), what, out)
         if eps != 1e-5:
             with torch.no_grad():
-                default = LayerNorm(LN_D).double()
+                default = LayerNorm(d_model).double()
                 default.load_state_dict(reference.state_dict())
                 if same(out, _np(default(x))):
                     raise Known("eps_hardcoded")

@@ -12,7 +12,7 @@ import numpy as np
 from ..attention import masked_softmax, softmax
 from ..masking import causal_mask, padding_mask
 from ..i18n import tr
-from .harness import Known, Mistake, as_numpy, call, compare, exercise, expect_shape, generic, to_array
+from .harness import Known, Mistake, as_numpy, call, compare, exercise, expect_shape, generic, graded, to_array
 
 INVERTED = ("here True means MAY attend (the convention of F.scaled_dot_product_attention); True = blocked is "
             "nn.MultiheadAttention's convention.")
@@ -61,13 +61,15 @@ def wrong_causal_masks(size: int) -> dict:
 
 
 @exercise("causal_mask", notebook="04_masking", defines="causal_mask",
+          reference="helpers.masking.causal_mask",
           off_limits=("helpers.masking.causal_mask", "helpers.masking.causal_mask_torch",
                       "helpers.masking.decoder_mask"),
           success="correct! Lower triangle including the diagonal: no query sees its future.",
           mistakes=CAUSAL_MISTAKES)
 def check_causal_mask(causal_fn: Callable) -> str:
     """Check a student's causal_mask(size): bool (size, size), True on and below the diagonal."""
-    for size in (5, 1, 8):
+    sizes = graded([5, 1, 8], lambda rng: int(rng.integers(2, 40)))
+    for size in sizes:
         what = f"causal_mask({size})"
         result = to_bool_array(call(causal_fn, size), what)
         expect_shape(result, (size, size), what,
@@ -83,7 +85,9 @@ def check_causal_mask(causal_fn: Callable) -> str:
                          "{expected}: query i may attend to key j exactly when j <= i.", what=what,
                          got=bool(result[index]), index=index, query=index[0], key_index=index[1],
                          expected=bool(expected[index])))
-    return tr("causal_mask:checked", "Checked sizes 5, 1 and 8.")
+    if list(sizes) == [5, 1, 8]:  # the notebook's own run: the stored output's sentence
+        return tr("causal_mask:checked", "Checked sizes 5, 1 and 8.")
+    return tr("causal_mask:checked_drawn", "Checked sizes {sizes}.", sizes=", ".join(map(str, sizes)))
 
 
 # ----------------------------------------------------------------------------- padding_mask
@@ -93,6 +97,16 @@ def padding_cases() -> list[tuple[np.ndarray, int]]:
         (np.array([[5, 7, 9, 0, 0], [3, 0, 0, 0, 0], [4, 6, 8, 2, 1]]), 0),
         (np.array([[0, 4, 1, 1], [2, 3, 5, 0]]), 1),
     ]
+
+
+def _drawn_padding_case(rng: np.random.Generator) -> tuple[np.ndarray, int]:
+    """Tokens of drawn sizes and ids, padded at the end of each row, with a drawn pad_id (when grading)."""
+    batch, length, pad_id = int(rng.integers(1, 5)), int(rng.integers(2, 12)), int(rng.integers(0, 4))
+    tokens = rng.integers(0, 20, size=(batch, length))
+    tokens[tokens == pad_id] = pad_id + 4  # real tokens never equal pad_id ...
+    for row, real in zip(tokens, rng.integers(1, length + 1, size=batch)):
+        row[real:] = pad_id  # ... and the pads fill the end of each row
+    return tokens, pad_id
 
 
 PADDING_MISTAKES = {
@@ -126,12 +140,13 @@ def _misplaced_axes(shape: tuple, batch: int, length: int, right: bool, inverted
 
 
 @exercise("padding_mask", notebook="04_masking", defines="padding_mask",
+          reference="helpers.masking.padding_mask",
           off_limits=("helpers.masking.padding_mask", "helpers.masking.decoder_mask"),
           success="correct! True for real tokens, False for padding, shape (batch, 1, 1, L).",
           mistakes=PADDING_MISTAKES)
 def check_padding_mask(padding_fn: Callable) -> str:
     """Check a student's padding_mask(tokens, pad_id): bool (batch, 1, 1, L), True for real tokens."""
-    for tokens, pad_id in padding_cases():
+    for tokens, pad_id in graded(padding_cases(), _drawn_padding_case):
         what = tr("padding_mask:what", "padding_mask(<tokens of shape {shape}>, pad_id={pad_id})", shape=tokens.shape,
                   pad_id=pad_id)
         result = to_bool_array(call(padding_fn, tokens.copy(), pad_id), what)
@@ -231,7 +246,18 @@ def _unshifted(scores: np.ndarray, full: np.ndarray) -> np.ndarray:
         return np.where(total > 0, e / np.where(total > 0, total, 1.0), 0.0)
 
 
+def _drawn_masked_softmax_case(rng: np.random.Generator) -> tuple[str, np.ndarray, np.ndarray]:
+    """Scores and a mask of drawn sizes and values, one query row fully masked (when grading)."""
+    batch, length_q, length_k = (int(n) for n in rng.integers(2, 8, size=3))
+    scores = rng.normal(scale=3.0, size=(batch, length_q, length_k))
+    mask = rng.random((batch, length_q, length_k)) > 0.4
+    mask[..., 0], mask[..., -1] = True, False
+    mask[int(rng.integers(batch)), int(rng.integers(length_q)), :] = False
+    return f"scores {scores.shape}, mask {mask.shape}", scores, mask
+
+
 @exercise("masked_softmax", notebook="04_masking", defines="masked_softmax",
+          reference="helpers.attention.masked_softmax",
           off_limits=("helpers.attention.masked_softmax",
                       "helpers.attention.scaled_dot_product_attention", "helpers.multi_head.multi_head_attention",
                       "helpers.multi_head.MultiHeadAttention", "torch.nn.MultiheadAttention",
@@ -241,7 +267,7 @@ def _unshifted(scores: np.ndarray, full: np.ndarray) -> np.ndarray:
           mistakes=MASKED_SOFTMAX_MISTAKES)
 def check_masked_softmax(masked_softmax_fn: Callable) -> str:
     """Check a student's masked_softmax(scores, mask): softmax over keys, blocked keys 0, empty rows 0."""
-    for description, scores, mask in masked_softmax_cases():
+    for description, scores, mask in graded(masked_softmax_cases(), _drawn_masked_softmax_case):
         what = f"masked_softmax(<{description}>)"
         result = to_array(call(masked_softmax_fn, scores.copy(), mask.copy()), what)
         expect_shape(result, scores.shape, what,

@@ -10,8 +10,8 @@ import numpy as np
 from ..attention import masked_softmax
 from ..multi_head import combine_heads, multi_head_attention, split_heads
 from ..i18n import tr
-from .harness import (Known, call, compare, exercise, expect_shape, first_difference, match_known,
-                      output_and_weights, same, to_array)
+from .harness import (Known, call, compare, exercise, expect_shape, first_difference, graded, match_known,
+                     output_and_weights, same, to_array)
 
 _MIXES = ("that silently mixes positions across heads (head 0 gets the first positions' features, not d_k "
           "features of every position).")
@@ -55,6 +55,12 @@ def split_cases() -> list[tuple[np.ndarray, int]]:
     ]
 
 
+def _drawn_split_case(rng: np.random.Generator) -> tuple[np.ndarray, int]:
+    """(x, num_heads) of drawn sizes and values (when grading)."""
+    heads, d_k = int(rng.integers(2, 6)), int(rng.integers(2, 6))
+    return rng.normal(size=(int(rng.integers(1, 4)), int(rng.integers(2, 9)), heads * d_k)), heads
+
+
 def wrong_splits(x: np.ndarray, num_heads: int) -> dict:
     """The usual wrong split_heads: mistake code -> the array it produces."""
     batch, length, d_model = x.shape
@@ -66,12 +72,13 @@ def wrong_splits(x: np.ndarray, num_heads: int) -> dict:
 
 
 @exercise("split_heads", notebook="03_multi_head_attention", defines="split_heads",
+          reference="helpers.multi_head.split_heads",
           off_limits=("helpers.multi_head.split_heads", "helpers.multi_head.MultiHeadAttention"),
           success="correct! (batch, L, d_model) -> (batch, h, L, d_k): head i owns columns i*d_k to (i+1)*d_k - 1.",
           mistakes=SPLIT_MISTAKES)
 def check_split_heads(split_fn: Callable) -> str:
     """Check a student's split_heads(x, num_heads): (batch, L, d_model) -> (batch, h, L, d_k)."""
-    for x, num_heads in split_cases():
+    for x, num_heads in graded(split_cases(), _drawn_split_case):
         batch, length, d_model = x.shape
         d_k = d_model // num_heads
         what = tr("split_heads:what", "split_heads(<x of shape {shape}>, {num_heads})", shape=x.shape,
@@ -97,12 +104,13 @@ def wrong_combines(x: np.ndarray) -> dict:
 
 
 @exercise("combine_heads", notebook="03_multi_head_attention", defines="combine_heads",
+          reference="helpers.multi_head.combine_heads",
           off_limits=("helpers.multi_head.combine_heads",),
           success="correct! It undoes split_heads: the heads are concatenated back to d_model.",
           mistakes=COMBINE_MISTAKES)
 def check_combine_heads(combine_fn: Callable) -> str:
     """Check a student's combine_heads(x): (batch, h, L, d_k) -> (batch, L, h * d_k)."""
-    for x, num_heads in split_cases():
+    for x, num_heads in graded(split_cases(), _drawn_split_case):
         heads = split_heads(x, num_heads)
         batch, h, length, d_k = heads.shape
         what = tr("combine_heads:what", "combine_heads(<x of shape {shape}>)", shape=heads.shape)
@@ -163,6 +171,19 @@ def mha_cases() -> list[tuple[str, dict]]:
     return [("x_q (2, 3, 12), x_kv (2, 5, 12), h = 3", first),
             (tr("multi_head_attention:case_masked", "x_q (2, 4, 12), x_kv (2, 6, 12), h = 4, mask (2, 1, 4, 6)"),
              second)]
+
+
+def _drawn_mha_case(rng: np.random.Generator) -> tuple[str, dict]:
+    """A masked cross-attention case of drawn sizes and values (when grading)."""
+    heads, d_k, batch = int(rng.integers(2, 5)), int(rng.integers(2, 5)), int(rng.integers(1, 4))
+    d_model, length_q, length_k = heads * d_k, int(rng.integers(2, 7)), int(rng.integers(2, 7))
+    case = {name: rng.normal(scale=1 / math.sqrt(d_model), size=(d_model, d_model))
+            for name in ("w_q", "w_k", "w_v", "w_o")}
+    mask = rng.random((batch, 1, length_q, length_k)) > 0.4
+    mask[..., 0], mask[..., -1] = True, False
+    case.update(x_q=rng.normal(size=(batch, length_q, d_model)), x_kv=rng.normal(size=(batch, length_k, d_model)),
+                num_heads=heads, mask=mask)
+    return f"x_q {case['x_q'].shape}, x_kv {case['x_kv'].shape}, h = {heads}, mask {mask.shape}", case
 
 
 def _mha_variant(x_q, x_kv, w_q, w_k, w_v, w_o, num_heads, mask, *, scale=None, split=split_heads,
@@ -227,12 +248,13 @@ def _kv_from_x_q(case: dict) -> tuple[np.ndarray, np.ndarray] | None:
 
 
 @exercise("multi_head_attention", notebook="03_multi_head_attention", defines="multi_head_attention",
+          reference="helpers.multi_head.multi_head_attention",
           off_limits=("helpers.multi_head.multi_head_attention", "helpers.multi_head.MultiHeadAttention",
                       "torch.nn.MultiheadAttention", "torch.nn.functional.multi_head_attention_forward"),
           success="correct! Project, split, attend per head, concatenate, project with W^O.", mistakes=MHA_MISTAKES)
 def check_multi_head_attention(mha_fn: Callable) -> str:
     """Check a student's multi_head_attention(x_q, x_kv, w_q, w_k, w_v, w_o, num_heads, mask=None)."""
-    for description, case in mha_cases():
+    for description, case in graded(mha_cases(), _drawn_mha_case):
         what = f"multi_head_attention(<{description}>)"
         args = [case[k].copy() for k in ("x_q", "x_kv", "w_q", "w_k", "w_v", "w_o")] + [case["num_heads"]]
         kwargs = {} if case["mask"] is None else {"mask": case["mask"].copy()}

@@ -6,8 +6,8 @@ import numpy as np
 
 from ..positional import apply_rope, positional_encoding, rotation_matrix
 from ..i18n import tr
-from .harness import (Known, Mistake, call, compare, distinct, exercise, expect_finite, expect_shape, match_known,
-                      same, to_array)
+from .harness import (Known, Mistake, call, compare, distinct, exercise, expect_finite, expect_shape, graded,
+                      match_known, same, to_array)
 
 # (seq_length, embed_size) pairs the student's function is called with: the notebook's example,
 # a non-square case that exposes swapped axes, and the paper's width.
@@ -81,12 +81,14 @@ def wrong_position_matrices(seq_length: int, embed_size: int) -> dict:
 
 
 @exercise("create_position_matrix", notebook="01_positional_encoding", defines="create_position_matrix",
+          reference="helpers.positional.positional_encoding",
           off_limits=("helpers.positional.positional_encoding", "helpers.positional.PositionalEncoding",
                       "helpers.positional.rotation_matrix", "helpers.positional.apply_rope"),
           success="correct! Sine on the even columns, cosine on the odd ones.", mistakes=POSITION_MISTAKES)
 def check_create_position_matrix(create_position_matrix) -> str:
     """Check a student's create_position_matrix(seq_length, embed_size) against the reference."""
-    for seq_length, embed_size in SIZES:
+    sizes = graded(SIZES, lambda rng: (int(rng.integers(3, 40)), 2 * int(rng.integers(2, 40))))
+    for seq_length, embed_size in sizes:
         what = f"create_position_matrix({seq_length}, {embed_size})"
         result = to_array(call(create_position_matrix, seq_length, embed_size), what)
         if result.shape == (embed_size, seq_length) != (seq_length, embed_size) and same(
@@ -107,7 +109,7 @@ def check_create_position_matrix(create_position_matrix) -> str:
             raise Known("later_columns_wrong", what=what, got=got, expected=want)
         compare(result, expected, {}, what)
     return tr("create_position_matrix:checked", "Matches the reference for sizes {sizes}.",
-              sizes=", ".join(f"{s}x{d}" for s, d in SIZES))
+              sizes=", ".join(f"{s}x{d}" for s, d in sizes))
 
 
 ROTATION_MISTAKES = {
@@ -142,11 +144,13 @@ def wrong_rotation_matrices(k: int, d_model: int) -> dict:
 
 
 @exercise("rotation_matrix", notebook="01_positional_encoding", defines="rotation_matrix",
+          reference="helpers.positional.rotation_matrix",
           off_limits=("helpers.positional.rotation_matrix", "helpers.positional.apply_rope"),
           success="correct! PE(pos + k) = PE(pos) @ R for every position.", mistakes=ROTATION_MISTAKES)
 def check_rotation_matrix(rotation_matrix_fn) -> str:
     """Check a student's rotation_matrix(k, d_model) against the reference and the shift property."""
-    for k, d_model in [(1, 8), (3, 16), (10, 64)]:
+    cases = graded([(1, 8), (3, 16), (10, 64)], lambda rng: (int(rng.integers(1, 30)), 2 * int(rng.integers(2, 33))))
+    for k, d_model in cases:
         what = f"rotation_matrix({k}, {d_model})"
         result = to_array(call(rotation_matrix_fn, k, d_model), what)
         expect_shape(result, (d_model, d_model), what,
@@ -160,7 +164,7 @@ def check_rotation_matrix(rotation_matrix_fn) -> str:
         shifted = pe[:-k] @ result
         raise Known("does_not_shift", what=what, k=k, got=np.round(shifted[0, :4], 4).tolist(),
                     expected=np.round(pe[k, :4], 4).tolist())
-    return tr("rotation_matrix:checked", "Checked for k = {ks}.", ks="1, 3, 10")
+    return tr("rotation_matrix:checked", "Checked for k = {ks}.", ks=", ".join(str(k) for k, _ in cases))
 
 
 ROPE_MISTAKES = {
@@ -185,7 +189,7 @@ ROPE_MISTAKES = {
     "overwritten_before_use": "your second line reads the even entries you had just rotated: both new values of a "
                               "pair are computed from the OLD pair (x_2i, x_2i+1). Keep the old values (or compute "
                               "both results) before writing either.",
-    "modified_input": "your function changed the array x it was given: a slice of a NumPy array is a view, so "
+    "changed_input": "your function changed the array x it was given: a slice of a NumPy array is a view, so "
                       "writing into it writes into x. Build the result in a new array.",
 }
 
@@ -245,15 +249,24 @@ def _right_per_head(apply_rope_fn, x: np.ndarray, positions: np.ndarray) -> bool
 ROPE_CASES = [((5, 8), [3, 7, 0, 12, 5]), ((2, 3, 6, 16), [0, 1, 2, 3, 10, 100])]
 
 
+def _drawn_rope_case(rng: np.random.Generator) -> tuple:
+    """A batch of heads of drawn sizes, drawn positions and drawn values (when grading)."""
+    shape = (int(rng.integers(1, 4)), int(rng.integers(2, 9)), 2 * int(rng.integers(2, 9)))
+    return shape, rng.integers(0, 60, size=shape[-2]).tolist(), rng.normal(size=shape)
+
+
 @exercise("apply_rope", notebook="01_positional_encoding", defines="apply_rope",
+          reference="helpers.positional.apply_rope",
           off_limits=("helpers.positional.apply_rope", "helpers.positional.rotation_matrix"),
           success="correct! Each pair (2i, 2i+1) turns by pos * w_i, in RoFormer's direction.",
           mistakes=ROPE_MISTAKES)
 def check_apply_rope(apply_rope_fn) -> str:
     """Check a student's apply_rope(x, positions) against the reference, on one head and on a batch of heads."""
     rng = np.random.default_rng(2021)
-    for number, (shape, positions) in enumerate(ROPE_CASES):
-        x, positions = rng.normal(size=shape), np.array(positions)
+    cases = [(shape, positions, rng.normal(size=shape)) for shape, positions in ROPE_CASES]
+    cases = graded(cases, _drawn_rope_case)
+    for number, (shape, positions, x) in enumerate(cases):
+        positions = np.array(positions)
         given = x.copy()
         what = tr("apply_rope:what", "apply_rope(x of shape {shape}, positions={positions})", shape=shape,
                   positions=positions.tolist())
@@ -270,16 +283,16 @@ def check_apply_rope(apply_rope_fn) -> str:
             raise
         if same(result, expected):
             if not np.array_equal(given, x):
-                raise Known("modified_input")
+                raise Known("changed_input")
             continue
         if not np.array_equal(given, x):  # first: writing into x also makes the values wrong
-            raise Known("modified_input")
+            raise Known("changed_input")
         match_known(result, wrong_ropes(x, positions))
         if number and _right_per_head(apply_rope_fn, x, positions):
             raise Known("leading_axes", shape=shape)
         compare(result, expected, {}, what)
     return tr("apply_rope:checked", "Matches the reference for x of shapes {shapes}.",
-              shapes=tr("apply_rope:and", " and ").join(str(s) for s, _ in ROPE_CASES))
+              shapes=tr("apply_rope:and", " and ").join(str(c[0]) for c in cases))
 
 
 __all__ = ["POSITION_MISTAKES", "ROPE_MISTAKES", "ROTATION_MISTAKES", "check_apply_rope",

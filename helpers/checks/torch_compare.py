@@ -30,7 +30,7 @@ D_MODEL, HEADS, D_FF = 16, 4, 32
 P_TRAIN = 0.3  # the dropout of the training-mode comparisons: not the default 0.1, so that a hard-coded 0.1 shows
 
 TORCH_MISTAKES = {
-    "changes_input": "{what} changes its input {name} in place: the caller's tensor must stay as it was. Build new "
+    "changed_input": "{what} changes its input {name} in place: the caller's tensor must stay as it was. Build new "
                      "tensors (`x = x + y`, not `x += y`, `x[...] = ...` or `x.zero_()`).",
     "wrong_gradients": "{what} gives the right output but the wrong gradient{of}{detail}: the backward pass must "
                        "follow every step of the forward. Look for a `.detach()`, a round trip through numpy "
@@ -114,11 +114,11 @@ def _copies(args: tuple) -> tuple:
 
 
 def protect_inputs(originals: tuple, given: tuple, names: tuple[str, ...], what: str) -> None:
-    """Raise changes_input when the student's call changed one of the tensors it was given."""
+    """Raise changed_input when the student's call changed one of the tensors it was given."""
     for original, mine, name in zip(originals, given, names):
         if isinstance(original, torch.Tensor) and not (
                 mine.shape == original.shape and torch.equal(mine.detach(), original)):
-            raise Known("changes_input", what=what, name=name)
+            raise Known("changed_input", what=what, name=name)
 
 
 def student_output(fn: Callable, args: tuple, names: tuple[str, ...], what: str, *,

@@ -12,13 +12,14 @@ from __future__ import annotations
 
 from typing import Any, Callable
 
+import numpy as np
 import torch
 
 from ..i18n import tr
 from ..loss import LabelSmoothingLoss
 from ..training import train_step as reference_train_step
 from ..transformer import Transformer
-from .harness import EXERCISES, Known, Mistake, call, exercise, generic
+from .harness import Known, Mistake, call, exercise, generic, graded
 
 VOCAB, PAD, D_MODEL, HEADS, D_FF, BATCH, L_SRC, L_TGT = 11, 0, 16, 2, 32, 4, 7, 6
 
@@ -149,20 +150,27 @@ WRONG_STEPS: dict[str, list[Callable]] = {
 }
 
 
-def _batches() -> list[tuple[torch.Tensor, torch.Tensor]]:
-    """Two batches (src (4, 7), tgt (4, 6)) of token ids with some padding, seeded."""
-    generator = torch.Generator().manual_seed(6)
+def _batches(seed: int = 6, batch: int = BATCH, l_src: int = L_SRC, l_tgt: int = L_TGT) -> list[tuple[torch.Tensor,
+                                                                                                      torch.Tensor]]:
+    """Two batches (src (4, 7), tgt (4, 6), or the sizes given) of token ids with some padding, seeded."""
+    generator = torch.Generator().manual_seed(seed)
     batches = []
     for _ in range(2):
-        src = torch.randint(3, VOCAB, (BATCH, L_SRC), generator=generator)
-        tgt = torch.randint(3, VOCAB, (BATCH, L_TGT), generator=generator)
+        src = torch.randint(3, VOCAB, (batch, l_src), generator=generator)
+        tgt = torch.randint(3, VOCAB, (batch, l_tgt), generator=generator)
         src[1, 5:] = PAD
         tgt[:, 0] = 1  # <s>
         batches.append((src, tgt))
     return batches
 
 
-def _run(step: Callable, student: bool) -> tuple[list[Any], list[list[torch.Tensor]]]:
+def _drawn_batches(rng: np.random.Generator) -> list[tuple[torch.Tensor, torch.Tensor]]:
+    """Two batches of drawn sizes and seed (when grading)."""
+    return _batches(int(rng.integers(2 ** 31)), int(rng.integers(2, 6)), int(rng.integers(6, 10)),
+                    int(rng.integers(3, 9)))
+
+
+def _run(step: Callable, student: bool, batches: list | None = None) -> tuple[list[Any], list[list[torch.Tensor]]]:
     """Two steps of step on a fresh tiny model: the returned values and the parameters after each step."""
     torch.manual_seed(0)
     model = Transformer(VOCAB, VOCAB, d_model=D_MODEL, num_heads=HEADS, num_layers=1, d_ff=D_FF, dropout=0.1,
@@ -171,7 +179,7 @@ def _run(step: Callable, student: bool) -> tuple[list[Any], list[list[torch.Tens
     scheduler = torch.optim.lr_scheduler.LambdaLR(optimizer, lambda i: 1e-2 * (i + 1))
     loss_fn = LabelSmoothingLoss(0.1, PAD)
     returned, params = [], []
-    for n, (src, tgt) in enumerate(_batches()):
+    for n, (src, tgt) in enumerate(_batches() if batches is None else batches):
         torch.manual_seed(100 + n)  # the same dropout masks for every step function
         returned.append(call(step, model, src, tgt, optimizer, scheduler, loss_fn) if student
                         else step(model, src, tgt, optimizer, scheduler, loss_fn))
@@ -185,13 +193,20 @@ def _same(a: list[torch.Tensor], b: list[torch.Tensor]) -> bool:
 
 
 @exercise("train_step", notebook="06_training", defines="train_step",
+          reference="helpers.training.train_step",
           success="correct! Teacher forcing, zero_grad, backward, the optimizer's step, then the scheduler's.",
           mistakes=TRAIN_STEP_MISTAKES,
           off_limits=("helpers.training.train_step", "helpers.training.train_model"))
 def check_train_step(train_step: Any) -> str:
     """Check a student's train_step(model, src, tgt, optimizer, scheduler, loss_fn) -> float against the reference."""
-    returned, params = _run(train_step, student=True)
-    expected_losses, expected = _run(reference_train_step, student=False)
+    for batches in graded([_batches()], _drawn_batches):
+        _check_batches(train_step, batches)
+    return tr("train_step:checked", "Checked the parameters after one and two steps of a tiny Transformer.")
+
+
+def _check_batches(train_step: Any, batches: list) -> None:
+    returned, params = _run(train_step, True, batches)
+    expected_losses, expected = _run(reference_train_step, False, batches)
     for value in returned:
         if value is None:
             raise generic("returned_none", what="train_step")
@@ -201,14 +216,14 @@ def check_train_step(train_step: Any) -> str:
             if isinstance(value, torch.Tensor) or not isinstance(value, (int, float)) or isinstance(value, bool):
                 raise Known("loss_tensor", kind=type(value).__name__)
         if all(abs(float(v) - e) <= 1e-5 * max(1.0, abs(e)) for v, e in zip(returned, expected_losses)):
-            return tr("train_step:checked", "Checked the parameters after one and two steps of a tiny Transformer.")
+            return
         raise Mistake(tr("train_step:loss_differs", "your parameters are right, but the losses you return are "
                          "{actual}, the reference's {expected}: return this batch's loss, computed before the update.",
                          actual=[round(float(v), 5) for v in returned],
                          expected=[round(e, 5) for e in expected_losses]))
     for code, steps in WRONG_STEPS.items():
         for wrong in steps:
-            _, wrong_params = _run(wrong, student=False)
+            _, wrong_params = _run(wrong, False, batches)
             if all(_same(p, w) for p, w in zip(params, wrong_params)):
                 raise Known(code)
     first = tr("train_step:after_first", "after the first step") if not right[0] else \
@@ -216,8 +231,3 @@ def check_train_step(train_step: Any) -> str:
     raise Mistake(tr("train_step:params_differ", "your parameters differ from the reference's {when}: the step is "
                      "model.train(), the forward pass on (src, tgt[:, :-1]), the loss against tgt[:, 1:], "
                      "zero_grad, backward, optimizer.step(), scheduler.step().", when=first))
-
-
-# Notebook 06 asks for train_step (section 3, before training) before greedy_decode (section 4): keep the
-# registry, which lists each notebook's exercises in notebook order, in that order.
-EXERCISES["greedy_decode"] = EXERCISES.pop("greedy_decode")

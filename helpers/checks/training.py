@@ -1,15 +1,10 @@
-"""The checks of notebook 06: the learning-rate schedule (``transformer_lr``), label smoothing
-(``LabelSmoothingLoss``) and greedy decoding (``greedy_decode``).
+"""The checks of notebook 06's learning-rate schedule (``transformer_lr``) and label smoothing
+(``LabelSmoothingLoss``); greedy decoding's is in greedy.py.
 
 The schedule's check compares the rates of many (step, d_model, warmup) values with the reference and
 with the rates the common wrong formulas give (wrong_rates); the loss's check compares the loss of two
 padded batches with the reference and with the common wrong losses (wrong_losses).
 
-The decoding check decodes six sources with a small seeded Transformer whose rows end at different steps,
-and compares the tokens up to each row's end token with the reference. When they differ, it
-compares them with what the common wrong loops produce (the first position read instead of the
-last, no source mask, no causal mask, stopping when the first row ends, ...): each is a code in
-GREEDY_MISTAKES with its hint, and wrong_decodings() computes the tokens each of them gives.
 """
 
 from __future__ import annotations
@@ -19,17 +14,13 @@ from typing import Any
 import numpy as np
 import torch
 
-from ..decoding import greedy_decode as reference_greedy_decode
 from ..i18n import tr
 from ..loss import LabelSmoothingLoss as reference_loss
 from ..loss import loss_floor as reference_loss_floor
-from ..masking import padding_mask
 from ..schedule import transformer_lr as reference_transformer_lr
-from ..transformer import Transformer
-from .harness import Known, Mistake, call, exercise, expect_finite, generic, is_close, to_array
+from .harness import Known, Mistake, call, exercise, expect_finite, generic, graded, is_close, to_array
 from .torch_compare import TORCH_MISTAKES, protect_inputs
 
-D_MODEL, D_FF = 16, 32
 
 
 # ---------------------------------------------------------------------- the learning-rate schedule
@@ -119,25 +110,28 @@ def _same_rates(actual: np.ndarray, expected: np.ndarray) -> bool:
 
 
 @exercise("transformer_lr", notebook="06_training", defines="transformer_lr",
+          reference="helpers.schedule.transformer_lr",
           success="correct! A linear warm-up, then a 1/sqrt(step) decay.", mistakes=LR_MISTAKES,
           off_limits=("helpers.schedule.transformer_lr", "helpers.schedule.scheduled_lr"))
 def check_transformer_lr(transformer_lr_fn: Any) -> str:
     """Check a student's transformer_lr(step, d_model, warmup) against the reference on many values."""
+    cases = graded(LR_CASES, lambda rng: (int(rng.integers(1, 3000)), 2 * int(rng.integers(4, 300)),
+                                          int(rng.integers(2, 2000))))
     rates = []
-    for step, d_model, warmup in LR_CASES:
+    for step, d_model, warmup in cases:
         what = f"transformer_lr(step={step}, d_model={d_model}, warmup={warmup})"
         rates.append(_one_number(call(transformer_lr_fn, step, d_model, warmup), what))
     actual = np.array(rates)
-    expected = np.array([reference_transformer_lr(s, d, w) for s, d, w in LR_CASES])
+    expected = np.array([reference_transformer_lr(s, d, w) for s, d, w in cases])
     if _same_rates(actual, expected):
         return tr("transformer_lr:checked", "Checked on {n} (step, d_model, warmup) values, before, at and after the "
-                  "warm-up.", n=len(LR_CASES))
-    for key, wrong in wrong_rates().items():
+                  "warm-up.", n=len(cases))
+    for key, wrong in wrong_rates(cases).items():
         if _same_rates(actual, wrong):
             raise key if isinstance(key, Known) else Known(key)
     expect_finite(actual, tr("transformer_lr:your_rates", "your rates"))
     i = int(np.argmax(np.abs(actual - expected) / expected))
-    step, d_model, warmup = LR_CASES[i]
+    step, d_model, warmup = cases[i]
     raise Mistake(tr("transformer_lr:value_differs", "transformer_lr(step={step}, d_model={d_model}, warmup={warmup}) "
                      "is {actual:.6g}, the reference gives {expected:.6g}: lrate = d_model^-0.5 * min(step^-0.5, "
                      "step * warmup^-1.5).", step=step, d_model=d_model, warmup=warmup, actual=actual[i],
@@ -175,7 +169,7 @@ LOSS_MISTAKES = {
                            "one, and the mean cross-entropy over the real tokens.",
     "sign_flipped": "your loss is negative, minus the right value: the cross-entropy is MINUS the sum of the smoothed "
                     "target times log_softmax(logits), a positive number that training makes smaller.",
-    "changes_input": TORCH_MISTAKES["changes_input"],
+    "changed_input": TORCH_MISTAKES["changed_input"],
     "wrong_gradients": TORCH_MISTAKES["wrong_gradients"],
 }
 
@@ -187,11 +181,24 @@ LOSS_CASES = [  # (smoothing, pad_id, V, target rows): rows with different numbe
 LOGIT_SCALES = (2.0, 2.0, 200.0)  # the standard deviation of the logits of each case
 
 
-def _loss_inputs(v: int, rows: list[list[int]], seed: int) -> tuple[torch.Tensor, torch.Tensor]:
+def _loss_inputs(v: int, rows: list[list[int]], seed: int, scale: float | None = None) -> tuple[torch.Tensor,
+                                                                                                 torch.Tensor]:
+    """(logits, target) of a case: logits of standard deviation scale (default LOGIT_SCALES[seed])."""
     target = torch.tensor(rows)
     gen = torch.Generator().manual_seed(seed)
-    logits = LOGIT_SCALES[seed] * torch.randn(*target.shape, v, generator=gen)
+    logits = (LOGIT_SCALES[seed] if scale is None else scale) * torch.randn(*target.shape, v, generator=gen)
     return logits, target
+
+
+def _drawn_loss_case(rng: np.random.Generator) -> tuple:
+    """(smoothing, pad_id, V, target rows, logit scale, seed) of drawn sizes and seed (when grading)."""
+    v, pad_id, length = int(rng.integers(4, 12)), int(rng.integers(0, 3)), int(rng.integers(2, 7))
+    rows = []
+    for _ in range(int(rng.integers(1, 4))):
+        real = int(rng.integers(1, length + 1))
+        tokens = rng.choice([t for t in range(v) if t != pad_id], real)
+        rows.append([int(t) for t in tokens] + [pad_id] * (length - real))
+    return round(float(rng.uniform(0.05, 0.4)), 3), pad_id, v, rows, 2.0, int(rng.integers(2 ** 31))
 
 
 def _smoothed_terms(logits: torch.Tensor, target: torch.Tensor, eps: float, pad_id: int, *, right: float | None = None,
@@ -244,13 +251,16 @@ def _mean(loss: torch.Tensor, keep: torch.Tensor) -> torch.Tensor:
 
 
 @exercise("label_smoothing_loss", notebook="06_training", defines="LabelSmoothingLoss",
+          reference="helpers.loss.LabelSmoothingLoss",
           success="correct! Cross-entropy against the smoothed target, over the real tokens.", mistakes=LOSS_MISTAKES,
           off_limits=("helpers.loss.LabelSmoothingLoss", "torch.nn.functional.cross_entropy:label_smoothing",
-                      "torch.nn.CrossEntropyLoss:label_smoothing", "torch._C._nn.cross_entropy_loss:label_smoothing"))
+                      "torch.nn.CrossEntropyLoss:label_smoothing"))
 def check_label_smoothing_loss(loss_class: Any) -> str:
     """Check a student's LabelSmoothingLoss(smoothing, pad_id)(logits, target) against the reference."""
-    for seed, (eps, pad_id, v, rows) in enumerate(LOSS_CASES):
-        logits, target = _loss_inputs(v, rows, seed)
+    cases = graded([(eps, pad_id, v, rows, LOGIT_SCALES[seed], seed)
+                    for seed, (eps, pad_id, v, rows) in enumerate(LOSS_CASES)], _drawn_loss_case)
+    for eps, pad_id, v, rows, scale, seed in cases:
+        logits, target = _loss_inputs(v, rows, seed, scale)
         what = f"LabelSmoothingLoss(smoothing={eps}, pad_id={pad_id})(logits, target)"
         loss_fn = call(loss_class, smoothing=eps, pad_id=pad_id)
         student_logits = logits.clone().requires_grad_(True)
@@ -263,7 +273,7 @@ def check_label_smoothing_loss(loss_class: Any) -> str:
                           expected=tr("training:one_number", "() (one number)"),
                           hint=tr("label_smoothing_loss:shape_hint", " Return the mean loss over the non-pad target "
                                   "tokens."))
-        if LOGIT_SCALES[seed] > 10 and not np.all(np.isfinite(out)):
+        if scale > 10 and not np.all(np.isfinite(out)):
             raise Known("log_of_softmax", what=what, value=float(out.reshape(-1)[0]))
         expect_finite(out, what)
         value = float(out.reshape(()))
@@ -287,7 +297,7 @@ def check_label_smoothing_loss(loss_class: Any) -> str:
                          "log_softmax(logits).", what=what, value=value, expected=expected, v=v, rows=rows,
                          pad_id=pad_id))
     return tr("label_smoothing_loss:checked", "Checked with {n} smoothings, pad ids and vocabularies, on batches "
-              "with pads.", n=len(LOSS_CASES))
+              "with pads.", n=len(cases))
 
 
 def _compare_loss_gradients(result: torch.Tensor, logits: torch.Tensor, reference_value: torch.Tensor,
@@ -305,131 +315,5 @@ def _compare_loss_gradients(result: torch.Tensor, logits: torch.Tensor, referenc
         raise Known("wrong_gradients", what=what, of=tr("torch:of", " of {name}", name="logits"), detail="")
 
 
-# ---------------------------------------------------------------------- greedy decoding
-START, END, MAX_LEN = 1, 2, 8
-
-GREEDY_MISTAKES = {
-    "keeps_start_token": "{what}: every row starts with the start token {start}: return only the tokens the model "
-                         "generated, without the start token you fed in first.",
-    "more_than_max_len": "{what} returns {n} tokens per row, more than max_len={max_len}: generate at most max_len "
-                         "tokens.",
-    "not_token_ids": "{what} returns non-integer values: return token ids (the index of the largest logit), not "
-                     "probabilities.",
-    # With a causal decoder these two bugs give the same tokens, so one hint names both.
-    "first_position": "every step repeats the first step's prediction: feed the decoder everything generated so far, "
-                      "and read the next token from the LAST position of the logits, not the first one.",
-    "no_src_mask": "decode gets no source mask, so cross-attention looks at the source's padding: pass the mask "
-                   "built from src to every decode call.",
-    "no_causal_mask": "the decoder runs without the causal mask: each earlier position of the tokens generated so far "
-                      "then also sees the tokens after it, which it never did in training, and from the second layer "
-                      "on this changes the prediction. Pass the causal target mask of those tokens to decode.",
-    "stops_at_first_end": "decoding stops as soon as the FIRST sentence of the batch has produced end_id, so the other "
-                          "rows are cut short: stop only once EVERY row contains end_id.",
-    "stops_too_early": "{what} stops too early: keep generating until every row has produced end_id or max_len "
-                       "tokens are generated.",
-}
-
-
-def _decoding_model() -> Transformer:
-    with torch.random.fork_rng(devices=[]):
-        torch.manual_seed(108)
-        model = Transformer(12, 9, d_model=D_MODEL, num_heads=2, num_layers=2, d_ff=D_FF, dropout=0.1, max_len=32)
-    # Make </s> (id 2) likely enough that rows 0 and 3 end after 3 tokens, row 5 after 7, and the others never.
-    # Two layers, so that decoding without the causal mask changes the tokens.
-    with torch.no_grad():
-        model.generator.bias[END] += 1.5
-    return model.eval()
-
-
-def _decoding_source() -> torch.Tensor:
-    gen = torch.Generator().manual_seed(4)
-    src = torch.randint(3, 12, (6, 7), generator=gen)
-    src[1, -3:] = 0
-    src[4, -1:] = 0
-    return src
-
-
-def _cut(row: np.ndarray) -> list[int]:
-    """A generated row up to and including its first </s>."""
-    out = []
-    for token in row.tolist():
-        out.append(int(token))
-        if token == END:
-            break
-    return out
-
-
-def _cuts(tokens: np.ndarray) -> list[list[int]]:
-    return [_cut(row) for row in np.asarray(tokens).astype(np.int64)]
-
-
-def _greedy_loop(model: Transformer, src: torch.Tensor, *, position: int = -1, with_src_mask: bool = True,
-                 tgt_mask: str = "causal", stop: str = "every_row") -> np.ndarray:
-    """The reference loop with one bug: which position is read, which masks decode gets, when it stops."""
-    src_mask = model.make_src_mask(src)
-    memory = model.encode(src, src_mask)
-    ys = torch.full((src.shape[0], 1), START, dtype=torch.long)
-    for _ in range(MAX_LEN):
-        mask = {"causal": model.make_tgt_mask(ys),
-                "all_true": torch.ones(ys.shape[0], 1, ys.shape[1], ys.shape[1], dtype=torch.bool),
-                "padding_only": padding_mask(ys, model.pad_id)}[tgt_mask]
-        logits = model.decode(ys, memory, src_mask if with_src_mask else None, mask)
-        ys = torch.cat([ys, logits[:, position].argmax(dim=-1, keepdim=True)], dim=1)
-        if (ys == END).any(dim=1).all() or (stop == "first_row" and ys[0, -1] == END):
-            break
-    return ys[:, 1:].numpy()
-
-
-def wrong_decodings(model: Transformer, src: torch.Tensor) -> dict[Any, np.ndarray]:
-    """The tokens the common wrong decoding loops give: mistake code (or Known) -> (batch, n) token ids."""
-    with torch.no_grad():
-        return {
-            "first_position": _greedy_loop(model, src, position=0),
-            "no_src_mask": _greedy_loop(model, src, with_src_mask=False),
-            Known("no_causal_mask"): _greedy_loop(model, src, tgt_mask="all_true"),
-            Known("no_causal_mask"): _greedy_loop(model, src, tgt_mask="padding_only"),
-            "stops_at_first_end": _greedy_loop(model, src, stop="first_row"),
-        }
-
-
-@exercise("greedy_decode", notebook="06_training", defines="greedy_decode",
-          success="correct! One token at a time, always the most likely one.", mistakes=GREEDY_MISTAKES,
-          off_limits=("helpers.decoding.greedy_decode", "helpers.decoding.beam_search"))
-def check_greedy_decode(greedy_decode_fn: Any) -> str:
-    """Check a student's greedy_decode(model, src, max_len, start_id, end_id) against the reference."""
-    model, src = _decoding_model(), _decoding_source()
-    batch = src.shape[0]
-    what = f"greedy_decode(model, src, max_len={MAX_LEN}, start_id={START}, end_id={END})"
-    with torch.no_grad():
-        expected = reference_greedy_decode(model, src, MAX_LEN, START, END).numpy()
-        result = call(greedy_decode_fn, model, src.clone(), MAX_LEN, START, END)  # a copy: src stays as it is
-    out = to_array(result, what)
-    if out.ndim != 2 or out.shape[0] != batch:
-        raise generic("wrong_shape", what=what, actual=out.shape,
-                      expected=tr("greedy_decode:expected_shape", "(batch={batch}, n) with n <= max_len", batch=batch),
-                      hint=tr("greedy_decode:shape_hint", "One row of generated token ids per source."))
-    expect_finite(out, what)
-    if not np.all(out == np.round(out)):
-        raise Known("not_token_ids", what=what)
-    reference = _cuts(expected)
-    if out.shape[1] and np.all(out[:, 0] == START) and (out.shape[1] == MAX_LEN + 1 or _cuts(out[:, 1:]) == reference):
-        raise Known("keeps_start_token", what=what, start=START)
-    if out.shape[1] > MAX_LEN:
-        raise Known("more_than_max_len", what=what, n=out.shape[1], max_len=MAX_LEN)
-    mine = _cuts(out)
-    if mine == reference:
-        return tr("greedy_decode:checked", "Checked on {batch} sources, some ending early.", batch=batch)
-    for key, wrong in wrong_decodings(model, src).items():
-        if mine == _cuts(wrong):
-            raise key if isinstance(key, Known) else Known(key)
-    if any(len(m) < len(r) and (not m or m[-1] != END) for m, r in zip(mine, reference)):
-        raise Known("stops_too_early", what=what)
-    row = next(i for i, (m, r) in enumerate(zip(mine, reference)) if m != r)
-    raise Mistake(tr("greedy_decode:row_differs", "{what}: row {row} is {mine}, the reference decodes {reference}. "
-                     "At each step take the argmax of the last position's logits and append it to the decoder input.",
-                     what=what, row=row, mine=mine[row], reference=reference[row]))
-
-
-__all__ = ["END", "GREEDY_MISTAKES", "LOSS_CASES", "LOSS_MISTAKES", "LR_CASES", "LR_MISTAKES", "MAX_LEN", "START",
-           "check_greedy_decode", "check_label_smoothing_loss", "check_transformer_lr", "wrong_decodings",
-           "wrong_losses", "wrong_rates"]
+__all__ = ["LOSS_CASES", "LOSS_MISTAKES", "LR_CASES", "LR_MISTAKES", "check_label_smoothing_loss",
+           "check_transformer_lr", "wrong_losses", "wrong_rates"]
