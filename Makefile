@@ -76,7 +76,7 @@ lab-%: setup
 # other student notebooks are not run again: they are generated from their solutions (the drift tests check
 # it), which strict nbval runs, and only their exercise cells differ (stubs, as in the English ones).
 BROWSER_HERE := $(and $(wildcard /usr/bin/chromium),$(wildcard /usr/bin/chromedriver))
-GRADER_TESTS := tests/test_grade.py tests/test_forging.py tests/test_grade_wrong_answers.py
+GRADER_TESTS := tests/test_grade.py tests/test_forging.py tests/test_grade_wrong_answers.py tests/test_isolation.py
 TEST_RUNS := browser unit-grader unit-nbgrader unit-others nbval-solutions $(EDITIONS:%=nbval-solutions-%) \
              $(if $(BROWSER_HERE),,nbval-notebooks-en)
 test: setup
