@@ -1,14 +1,10 @@
-"""Running one submission for the grader: its notebook in a kernel, and its verdicts in a process of their own,
-both inside the submission's workspace (course_tools/isolation.py).
+"""Running one submission for the grader, inside its workspace (isolation.py): its notebook in a kernel, driven
+by nbclient, and its verdicts in a ``python -I -B -m course_tools.verdicts`` process of their own.
 
-    execute(notebook, workspace, timeout)        which cells ran, timed out, or were running when the kernel died
-    fresh_verdicts(workspace, names, timeout)    {exercise: verdict row}, from ``python -I -m course_tools.verdicts``
-
-Time-outs hold without any private name of nbclient's: a cell still running after ``timeout`` seconds is
-interrupted (nbclient's ``interrupt_on_timeout``, its ``error_on_timeout`` reply marking the cell); a kernel
-that is still busy ``grace`` seconds later (a loop that catches KeyboardInterrupt) is killed, and the cells after
-that one run in a new kernel. A verdicts process whose check outlives the time-out plus the grace is killed; its
-exercise is ``timed_out`` and the exercises after it get a new process.
+A cell still running after ``timeout`` seconds is interrupted (nbclient's ``interrupt_on_timeout``); a kernel still
+busy ``grace`` seconds later (a loop that catches KeyboardInterrupt) is killed, and the cells after that one run in a
+new kernel. A verdicts process whose check outlives the time-out plus the grace is killed: that exercise is
+``timed_out``, and a new process computes the exercises after it.
 """
 
 from __future__ import annotations
@@ -17,13 +13,11 @@ import asyncio
 import json
 import logging
 import os
-import queue
 import secrets
 import signal
 import subprocess
 import sys
-import threading
-import time
+import tempfile
 from dataclasses import dataclass, field
 from typing import Any
 
@@ -77,16 +71,11 @@ class WorkspaceKernelManager(AsyncKernelManager):
 
 async def _idle_within(client: NotebookClient, seconds: float) -> bool:
     """Whether the kernel answers a request of its own within seconds (it is free again)."""
-    msg_id = client.kc.execute("", silent=True, store_history=False)
-    deadline = time.monotonic() + seconds
-    while (left := deadline - time.monotonic()) > 0:
-        try:
-            reply = await client.kc.get_shell_msg(timeout=left)
-        except Exception:  # noqa: BLE001 - queue.Empty: no answer in time
-            return False
-        if reply.get("parent_header", {}).get("msg_id") == msg_id:
-            return True
-    return False
+    try:
+        await client.kc.execute_interactive("", silent=True, store_history=False, timeout=seconds)
+    except TimeoutError:
+        return False
+    return True
 
 
 async def _run_from(notebook: nbformat.NotebookNode, first: int, workspace: Workspace, timeout: int,
@@ -142,76 +131,54 @@ def execute(notebook: nbformat.NotebookNode, workspace: Workspace, timeout: int)
 
 
 # ---------------------------------------------------------------------------------------- verdicts
-def _lines(stream: Any, into: queue.Queue) -> None:
-    for line in iter(stream.readline, b""):
-        into.put(line)
-    into.put(None)
-
-
-def _tail(stream: Any, kept: list[bytes], limit: int = 65536) -> None:
-    size = 0
-    for chunk in iter(lambda: stream.read(4096), b""):
-        if size < limit:
-            kept.append(chunk)
-        size += len(chunk)
-
-
-def _verdicts_process(workspace: Workspace, names: list[str], timeout: int, seed: str) -> dict:
+async def _verdicts_process(workspace: Workspace, names: list[str], timeout: int, seed: str) -> dict:
     """One verdicts process for names: {"rows": {name: row}, "status": exit status or None when killed for
     running too long, "stderr": its last line, "checking": the exercise whose check it started last}."""
     command = workspace.command([*interpreter(), "-m", "course_tools.verdicts", str(workspace.notebook), *names,
                                  "--timeout", str(timeout)])
-    process = subprocess.Popen(command, stdin=subprocess.DEVNULL, stdout=subprocess.PIPE, stderr=subprocess.PIPE,
-                               cwd=workspace.work, env=workspace.environment(TFS_GRADING_SEED=seed),
-                               start_new_session=True)
-    lines: queue.Queue = queue.Queue()
-    errors: list[bytes] = []
-    readers = [threading.Thread(target=_lines, args=(process.stdout, lines), daemon=True),
-               threading.Thread(target=_tail, args=(process.stderr, errors), daemon=True)]
-    for reader in readers:
-        reader.start()
     rows: dict[str, dict] = {}
-    wait = STARTUP_SECONDS + timeout + grace_seconds(timeout)
-    killed, checking = False, None
-    while len(rows) < len(names):
+    wait, checking, status = STARTUP_SECONDS + timeout + grace_seconds(timeout), None, None
+    with tempfile.TemporaryFile(dir=workspace.root) as errors:
+        process = await asyncio.create_subprocess_exec(
+            *command, stdin=subprocess.DEVNULL, stdout=subprocess.PIPE, stderr=errors, cwd=workspace.work,
+            env=workspace.environment(TFS_GRADING_SEED=seed), start_new_session=True, limit=1 << 24)
         try:
-            line = lines.get(timeout=wait)
-        except queue.Empty:  # a check that does not stop: the process goes, with everything it started
-            _kill(process)
-            killed = True
-            break
-        if line is None:
-            break
-        try:
-            found = json.loads(line)
-        except ValueError:
-            continue
-        expected = names[len(rows)]
-        if not isinstance(found, dict):
-            continue
-        if found.get("checking") == expected:  # its check starts: it has the time-out and the grace
-            wait, checking = timeout + grace_seconds(timeout), expected
-        elif found.get("name") == expected and found.get("status") in ("pass", "fail", "todo"):
-            rows[expected] = row(expected, found["status"], found.get("mistake") or None, str(found.get("message")))
-    if not killed:
-        try:
-            process.wait(timeout=grace_seconds(timeout))
-        except subprocess.TimeoutExpired:
-            _kill(process)
-    status = None if killed else process.wait()
-    for reader in readers:
-        reader.join(timeout=5)
-    text = b"".join(errors).decode("utf-8", "replace")
+            while len(rows) < len(names) and (line := await asyncio.wait_for(process.stdout.readline(), wait)):
+                found, expected = _parsed(line), names[len(rows)]
+                if found.get("checking") == expected:  # its check starts: it has the time-out and the grace
+                    wait, checking = timeout + grace_seconds(timeout), expected
+                elif found.get("name") == expected and found.get("status") in ("pass", "fail", "todo"):
+                    rows[expected] = row(expected, found["status"], found.get("mistake") or None,
+                                         str(found.get("message")))
+        except (TimeoutError, ValueError):  # a check that does not stop (or a line past 16 MiB): the process goes
+            await _kill(process)
+        else:
+            try:
+                await asyncio.wait_for(process.wait(), grace_seconds(timeout))
+            except TimeoutError:
+                await _kill(process)
+            status = process.returncode
+        errors.seek(max(0, errors.seek(0, os.SEEK_END) - 65536))
+        text = errors.read().decode("utf-8", "replace")
     last = next((line.strip() for line in reversed(text.splitlines()) if line.strip()), "")
     return {"rows": rows, "status": status, "stderr": last[-200:], "checking": checking}
 
 
-def _kill(process: subprocess.Popen) -> None:
+def _parsed(line: bytes) -> dict:
+    """A line of the verdicts process as a dict ({} when it is not a JSON object)."""
+    try:
+        found = json.loads(line)
+    except ValueError:
+        return {}
+    return found if isinstance(found, dict) else {}
+
+
+async def _kill(process: asyncio.subprocess.Process) -> None:
     try:
         os.killpg(process.pid, signal.SIGKILL)
     except (OSError, AttributeError):
         process.kill()
-    process.wait()
+    await process.wait()
 
 
 def fresh_verdicts(workspace: Workspace, names: list[str], timeout: int, language: str = "en") -> dict[str, dict]:
@@ -221,21 +188,16 @@ def fresh_verdicts(workspace: Workspace, names: list[str], timeout: int, languag
     found: dict[str, dict] = {}
     left = list(names)
     while left:
-        result = _verdicts_process(workspace, left, timeout, str(secrets.randbelow(2 ** 31)))
+        result = asyncio.run(_verdicts_process(workspace, left, timeout, str(secrets.randbelow(2 ** 31))))
         found.update(result["rows"])
         left = [name for name in left if name not in found]
-        if not left:
+        if left and result["status"] is not None:
+            found.update(_no_verdicts(left, result["status"], result["stderr"], language))
             break
-        first, *rest = left
-        if result["status"] is None and result["checking"] == first:  # that check did not stop
-            found[first] = row(first, "fail", "timed_out", timed_out_message(timeout, language))
-            left = rest
-            continue
-        if result["status"] is None:  # the definitions never finished loading
-            found.update({name: row(name, "fail", "timed_out", timed_out_message(timeout, language)) for name in left})
-            break
-        found.update(_no_verdicts(left, result["status"], result["stderr"], language))
-        break
+        # killed: the check it was in did not stop, or else the definitions never finished loading
+        stuck = left[:1] if left and result["checking"] == left[0] else left
+        found.update({name: row(name, "fail", "timed_out", timed_out_message(timeout, language)) for name in stuck})
+        left = left[len(stuck):]
     return {name: found[name] for name in names}
 
 
@@ -250,6 +212,3 @@ def _no_verdicts(names: list[str], status: int, stderr: str, language: str) -> d
                  "died ({how}{why}): look for code that exits Python or uses up the memory.", in_language=language,
                  how=how, why=f": {stderr}" if stderr else "")
     return {name: row(name, "fail", "kernel_died", message) for name in names}
-
-
-__all__ = ["Run", "WorkspaceKernelManager", "execute", "fresh_verdicts", "grace_seconds"]

@@ -1,49 +1,12 @@
-"""Grade student notebooks from the command line (console command ``tfs-grade``).
+"""Grade student notebooks from the command line (console command ``tfs-grade``; README.md, "Instructors").
 
-    python -m course_tools.grade notebooks/01_positional_encoding.ipynb
     python -m course_tools.grade path/to/student.ipynb --json
-    python -m course_tools.grade submissions/alice/ submissions/bob/ --csv grades.csv
+    python -m course_tools.grade submissions/alice/ submissions/bob/ --csv grades.csv --report grades.html
 
-Each argument is a notebook or a folder (every ``*.ipynb`` in it, recursively, sorted; checkpoint
-copies in ``.ipynb_checkpoints`` are skipped). Which course notebook a file is comes from its name
-(e.g. ``alice_01_positional_encoding.ipynb``), or else from the checks its cells call; a file that
-is neither is reported as an error, never graded 0/0. Its exercises come from the exercise registry
-(``helpers.checks.EXERCISES``). A file or folder that cannot be read, and a link that leads nowhere, is
-listed as not graded (in the text, the JSON, the CSV and the report), never skipped silently.
-
-Each notebook is graded from a private copy in a fresh temporary folder (its SHA-256 is in the report), and,
-on Linux with bubblewrap, in a sandbox: no network, nothing writable but that folder
-(course_tools/isolation.py). Without bubblewrap the grader says once, on stderr, that submissions are
-not isolated.
-
-Each notebook is executed top to bottom in a fresh kernel, down to its last check cell (the last
-code cell that calls a check of the registry, such as ``check_create_position_matrix(``): the
-cells after it cannot change a grade, so they are not run. Errors do not stop the run; a cell
-running longer than --timeout seconds is interrupted, a kernel that does not stop then is killed and
-restarted, and the next cells still run (course_tools/execute.py).
-
-The grade does not come from that kernel: a student's cell could write or patch anything there.
-Each exercise's verdict is computed in a second process, a new interpreter, that loads only the notebook's
-imports and ``def``/``class`` statements and calls the registry's check (course_tools/verdicts.py).
-An exercise is ``pass``, ``fail`` (with a mistake code when the check recognised the mistake) or
-``todo``; it fails with ``check_not_run`` when its check cell is missing, ``kernel_died`` or
-``timed_out`` when the kernel died or a cell timed out before its check cell ran, and
-``tampering`` when the answer reaches into the checking code.
-
---json prints, for one notebook file, one object
-    {"notebook": path, "sha256": hex, "isolated": bool, "exercises": [{"name", "status", "mistake", "message"}],
-     "passed": N, "total": M}
-and, for several notebooks or a folder, a list of them, each printed as soon as it is graded; a notebook
-that cannot be read is reported as {"notebook": path, "error": why}.
-
---csv FILE writes one row per notebook and exercise (student_file, notebook, exercise, status,
-mistake), each notebook's rows appended and flushed as soon as it is graded, then prints how often each
-mistake occurred: on stdout after the reports, or on stderr with --json (stdout stays JSON).
---report FILE.html writes a self-contained page for instructors (course_tools/report.py), whole (through a
-temporary file) or not at all. Both are checked before any grading starts.
-
-Exit status: 0 when every exercise of every notebook passes, 1 otherwise, 2 when a notebook
-cannot be read (the others are still graded).
+Each argument is a notebook or a folder (its ``*.ipynb``, recursively); what cannot be graded is reported, never
+skipped. Each notebook runs from a private copy (isolation.py) in a kernel (execute.py), but its grade comes from a
+process of its own (verdicts.py). An exercise is ``pass``, ``fail`` (with a mistake code) or ``todo``. Exit status:
+0 when every exercise of every notebook passes, 1 otherwise, 2 when a notebook cannot be graded.
 """
 
 from __future__ import annotations
@@ -53,7 +16,6 @@ import ast
 import copy
 import json
 import os
-import re
 import sys
 from collections import Counter
 from concurrent.futures import ThreadPoolExecutor
@@ -68,10 +30,9 @@ from helpers.notebook_io import python_lines
 
 from . import isolation
 from .execute import Run, execute, fresh_verdicts, grace_seconds
-from .results import (CSV_COLUMNS, CsvLog, JsonStream, all_pass, course_notebook, csv_rows, exit_status,
-                      expected_exercises, format_mistakes, format_report, format_summary, mistake_counts,
-                      output_problem)
-from .verdicts import notebook_language
+from .results import (CsvLog, JsonStream, course_notebook, exit_status, format_mistakes, format_report,
+                      format_summary, mistake_counts, output_problem)
+from .verdicts import notebook_language, row
 
 NOT_RUN_CODE = "check_not_run"
 
@@ -98,15 +59,6 @@ def parse_notebook(path: Path, data: bytes) -> nbformat.NotebookNode:
         raise ValueError(f"cannot read {path}: not a Jupyter notebook of format 4 ({type(error).__name__})") from None
 
 
-def read_notebook(path: Path) -> nbformat.NotebookNode:
-    """The notebook at path; a ValueError with one line when it cannot be read or is not a notebook."""
-    try:
-        data = Path(path).read_bytes()
-    except OSError as error:
-        raise ValueError(f"cannot read {path}: {error}") from None
-    return parse_notebook(path, data)
-
-
 # ---------------------------------------------------------------------------------------- finding
 def find_notebooks(paths: Iterable[Path]) -> list[tuple[Path, str | None]]:
     """(notebook path, None) for each notebook to grade, or (path, why) for what cannot be graded: an argument
@@ -114,13 +66,17 @@ def find_notebooks(paths: Iterable[Path]) -> list[tuple[Path, str | None]]:
     found: list[tuple[Path, str | None]] = []
     for path in map(Path, paths):
         if path.is_dir():
-            inside = _walk(path)
-            found += inside or [(path, f"cannot read {path}: no .ipynb file in this folder")]
-        elif path.is_symlink() and not path.exists():
-            found.append((path, f"cannot read {path}: a link to {os.readlink(path)}, which does not exist"))
+            found += _walk(path) or [(path, f"cannot read {path}: no .ipynb file in this folder")]
         else:
-            found.append((path, None))
+            found.append(_dangling(path))
     return found
+
+
+def _dangling(path: Path) -> tuple[Path, str | None]:
+    """(path, why) for a link that leads nowhere; (path, None) otherwise."""
+    if path.is_symlink() and not path.exists():
+        return path, f"cannot read {path}: a link to {os.readlink(path)}, which does not exist"
+    return path, None
 
 
 def _walk(root: Path) -> list[tuple[Path, str | None]]:
@@ -133,46 +89,29 @@ def _walk(root: Path) -> list[tuple[Path, str | None]]:
 
     for folder, folders, files in os.walk(root, onerror=unreadable):
         folders[:] = sorted(f for f in folders if f != ".ipynb_checkpoints")
-        for name in files:
-            path = Path(folder) / name
-            if not name.endswith(".ipynb"):
-                continue
-            if path.is_symlink() and not path.exists():
-                found.append((path, f"cannot read {path}: a link to {os.readlink(path)}, which does not exist"))
-            elif path.is_file():
-                found.append((path, None))
+        paths = [Path(folder) / name for name in files if name.endswith(".ipynb")]
+        found += [item for item in map(_dangling, paths) if item[1] or item[0].is_file()]
     return sorted(found, key=lambda item: item[0].as_posix())
 
 
 # ---------------------------------------------------------------------------------------- check cells
 CHECK_NAMES = {e.check_name: e.name for e in EXERCISES.values()}  # check function -> exercise
-CHECK_CALL = re.compile(r"\b(?:" + "|".join(sorted(re.escape(name) for name in CHECK_NAMES)) + r")\s*\(")
-
-
-def _called_checks(source: str) -> list[str]:
-    """The exercises whose check a cell really calls (comments and strings aside), in order."""
-    lines = python_lines(source)
-    try:
-        tree = ast.parse(lines)
-    except SyntaxError:
-        return []
-    called = []
-    for node in ast.walk(tree):
-        if isinstance(node, ast.Call):
-            func = node.func
-            name = func.id if isinstance(func, ast.Name) else func.attr if isinstance(func, ast.Attribute) else None
-            if name in CHECK_NAMES and CHECK_NAMES[name] not in called:
-                called.append(CHECK_NAMES[name])
-    return called
 
 
 def check_cells(notebook: nbformat.NotebookNode) -> dict[str, list[int]]:
-    """{exercise: the indices of the code cells that call its check}."""
+    """{exercise: the indices of the code cells that really call its check (comments and strings aside)}."""
     cells: dict[str, list[int]] = {}
     for index, cell in enumerate(notebook.cells):
-        if cell.cell_type == "code":
-            for name in _called_checks(cell.source):
-                cells.setdefault(name, []).append(index)
+        if cell.cell_type != "code":
+            continue
+        try:
+            tree = ast.parse(python_lines(cell.source))
+        except SyntaxError:
+            continue
+        calls = [getattr(node.func, "id", getattr(node.func, "attr", None))
+                 for node in ast.walk(tree) if isinstance(node, ast.Call)]
+        for name in dict.fromkeys(CHECK_NAMES[call] for call in calls if call in CHECK_NAMES):
+            cells.setdefault(name, []).append(index)
     return cells
 
 
@@ -186,16 +125,12 @@ def identify(path: Path, notebook: nbformat.NotebookNode) -> str | None:
 
 
 def through_last_check(notebook: nbformat.NotebookNode) -> nbformat.NotebookNode:
-    """The notebook without the cells after its last check cell (a copy; all of it when no cell calls a check).
-
-    A check cell is a code cell that calls one of the registry's checks (``check_<exercise>(``),
-    wherever the student moved it: the experiments and pictures that follow the last one cannot
-    change a grade, and skipping them makes grading faster (notebook 06 decodes thousands of dates after it).
-    """
-    calls = [i for i, cell in enumerate(notebook.cells) if cell.cell_type == "code" and CHECK_CALL.search(cell.source)]
+    """A copy of the notebook without the cells after its last check cell, which cannot change a grade (notebook 06
+    decodes thousands of dates after it); all of it when no cell calls a check."""
+    calls = [i for found in check_cells(notebook).values() for i in found]
     trimmed = copy.deepcopy(notebook)
     if calls:
-        trimmed.cells = trimmed.cells[:calls[-1] + 1]
+        trimmed.cells = trimmed.cells[:max(calls) + 1]
     return trimmed
 
 
@@ -213,19 +148,19 @@ def _verdict(name: str, cells: dict[str, list[int]], run: Run, fresh: dict[str, 
     if [i for i in cells.get(name, []) if i in run.executed and i not in run.timed_out]:
         return fresh[name]
     if not cells.get(name):
-        return {"status": "fail", "mistake": NOT_RUN_CODE, "message": tr(
+        return row(name, "fail", NOT_RUN_CODE, tr(
             "grader:check_not_run", "its check cell is missing: the notebook no longer calls `{check}(...)`. "
-            "Keep the check cells as they were given.", in_language=language, check=EXERCISES[name].check_name)}
+            "Keep the check cells as they were given.", in_language=language, check=EXERCISES[name].check_name))
     if run.died_at is not None and min(cells[name]) >= run.died_at:
-        return {"status": "fail", "mistake": "kernel_died", "message": tr(
+        return row(name, "fail", "kernel_died", tr(
             "grader:kernel_died", "the kernel died while running {cell}, so its check cell never ran: look "
             "for code that exits Python or uses up the memory.", in_language=language,
-            cell=_cell_label(trimmed, run.died_at))}
+            cell=_cell_label(trimmed, run.died_at)))
     late = [i for i in sorted(run.timed_out) if i <= max(cells[name])] or [min(cells[name])]
-    return {"status": "fail", "mistake": "timed_out", "message": tr(
+    return row(name, "fail", "timed_out", tr(
         "grader:cell_timed_out", "{cell} ran longer than {seconds} seconds and was interrupted, so its check "
         "did not finish: look for a loop that never ends.", in_language=language,
-        cell=_cell_label(trimmed, late[-1]), seconds=timeout)}
+        cell=_cell_label(trimmed, late[-1]), seconds=timeout))
 
 
 def _notes(run: Run, checked: set[int], trimmed: nbformat.NotebookNode, timeout: int, language: str) -> list[str]:
@@ -264,20 +199,11 @@ def grade(path: Path, timeout: int = 600, isolate: bool = True) -> dict:
             fresh = verdicts.result()
         isolated, sha256 = kernel_room.isolated, kernel_room.sha256
     cells = check_cells(trimmed)
-    exercises = []
-    for name in names:
-        verdict = _verdict(name, cells, run, fresh, trimmed, timeout, language)
-        exercises.append({"name": name, **{k: verdict.get(k) for k in ("status", "mistake", "message")}})
+    exercises = [_verdict(name, cells, run, fresh, trimmed, timeout, language) for name in names]
     notes = _notes(run, {i for found in cells.values() for i in found}, trimmed, timeout, language)
-    return {
-        "notebook": str(path),
-        "sha256": sha256,
-        "isolated": isolated,
-        "exercises": exercises,
-        **({"notes": notes} if notes else {}),
-        "passed": sum(e["status"] == "pass" for e in exercises),
-        "total": len(exercises),
-    }
+    return {"notebook": str(path), "sha256": sha256, "isolated": isolated, "exercises": exercises,
+            **({"notes": notes} if notes else {}), "passed": sum(e["status"] == "pass" for e in exercises),
+            "total": len(exercises)}
 
 
 def grade_each(paths: Iterable[Path], timeout: int = 600, jobs: int = 1, isolate: bool = True) -> Iterator[dict]:
@@ -308,29 +234,23 @@ def grade_each(paths: Iterable[Path], timeout: int = 600, jobs: int = 1, isolate
 
 def grade_all(paths: Iterable[Path], timeout: int = 600, jobs: int = 1, isolate: bool = True) -> list[dict]:
     """Every report of grade_each, as one list."""
-    if isinstance(jobs, bool) or not isinstance(jobs, int) or jobs < 1:
-        raise ValueError(f"jobs must be a positive integer, got {jobs!r}")
     return list(grade_each(paths, timeout, jobs, isolate))
 
 
 # ---------------------------------------------------------------------------------------- command line
 def _parser() -> argparse.ArgumentParser:
-    parser = argparse.ArgumentParser(prog="tfs-grade", description="Execute student notebooks and grade their "
-                                     "exercises.")
+    parser = argparse.ArgumentParser(prog="tfs-grade", description=__doc__.splitlines()[0])
     parser.add_argument("paths", nargs="+", type=Path, metavar="NOTEBOOK_OR_FOLDER",
                         help="a .ipynb file, or a folder: every .ipynb in it, recursively")
     parser.add_argument("--json", action="store_true",
                         help="print the report as JSON (a list when several notebooks or a folder are given)")
     parser.add_argument("--csv", type=Path, metavar="FILE",
-                        help="write one row per notebook and exercise to FILE (each notebook's as soon as it is "
-                             "graded), then print how often each mistake occurred")
+                        help="one row per notebook and exercise to FILE, then print how often each mistake occurred")
     parser.add_argument("--timeout", type=int, default=600, help="seconds allowed per cell (default 600)")
     parser.add_argument("--jobs", type=int, default=1,
                         help="notebooks executed at once, each in its own kernel (default 1; at most the CPU cores)")
     parser.add_argument("--report", type=Path, metavar="FILE.html",
-                        help="write one self-contained HTML page for instructors: per exercise how many passed, "
-                             "failed or did not try, the mistakes in a bar chart with their hints, and a "
-                             "student-by-exercise table")
+                        help="write a self-contained HTML page for instructors (course_tools/report.py)")
     parser.add_argument("--no-isolation", action="store_true",
                         help=f"run the submissions without the bubblewrap sandbox (as {isolation.ENVIRONMENT_SWITCH}"
                              "=off does); only for notebooks you trust")
@@ -345,11 +265,11 @@ def main(argv: list[str] | None = None, stdout: TextIO | None = None, stderr: Te
         parser.error(f"--jobs must be at least 1, got {args.jobs}")
     if args.timeout < 1:
         parser.error(f"--timeout must be at least 1 second, got {args.timeout}")
-    problems = [p for p in (output_problem(args.csv, "--csv") if args.csv else None,
-                            output_problem(args.report, "--report") if args.report else None) if p]
-    if problems:  # before any grading work
-        for problem in problems:
-            print(f"error: {problem}", file=stderr)
+    outputs = ((args.csv, "--csv"), (args.report, "--report"))
+    problems = [problem for path, option in outputs if path and (problem := output_problem(path, option))]
+    for problem in problems:  # before any grading work
+        print(f"error: {problem}", file=stderr)
+    if problems:
         return 2
     isolate = not args.no_isolation
     if not isolation.sandboxed(isolate):
@@ -371,10 +291,9 @@ def main(argv: list[str] | None = None, stdout: TextIO | None = None, stderr: Te
             if "error" in report:
                 print(f"error: {report['error']}", file=stderr, flush=True)
     finally:
-        if stream:
-            stream.close()
-        if table:
-            table.close()
+        for output in (stream, table):
+            if output:
+                output.close()
     if not args.json and len(reports) > 1:
         print("\n" + format_summary(reports), file=stdout)
     if table:
@@ -388,11 +307,6 @@ def main(argv: list[str] | None = None, stdout: TextIO | None = None, stderr: Te
         print(f"wrote the report to {args.report}", file=stderr)
     return exit_status(reports)
 
-
-__all__ = ["CSV_COLUMNS", "all_pass", "check_cells", "course_notebook", "csv_rows", "exit_status",
-           "expected_exercises", "find_notebooks", "format_mistakes", "format_report", "format_summary",
-           "fresh_verdicts", "grade", "grade_all", "grade_each", "identify", "main", "mistake_counts",
-           "read_notebook", "through_last_check"]
 
 if __name__ == "__main__":
     sys.exit(main())

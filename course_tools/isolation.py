@@ -1,31 +1,17 @@
-"""Where a submission runs while it is graded: a private copy in a fresh folder, and, on Linux with
-bubblewrap (``/usr/bin/bwrap``, the Debian package ``bubblewrap``), a sandbox around each process.
+"""Where a submission runs while it is graded: a private copy in a fresh folder, and, on Linux with bubblewrap
+(Debian package ``bubblewrap``), a sandbox around each of its processes (its kernel, its verdicts).
 
-    with Workspace(notebook) as room:      a fresh temporary folder, private to this one submission
-        room.notebook                      the private copy of the notebook (its sibling *.ipynb beside it)
-        room.sha256                        the SHA-256 of the bytes graded
-        room.command(argv)                 argv, to run inside the sandbox (argv itself where there is none)
-        room.environment()                 the environment for it: its own TMPDIR, caches, no .pyc written
-
-Both the kernel that executes the notebook and the process that computes the verdicts run this way, each
-in a workspace of its own. In the sandbox (``bwrap``) the whole file system is read-only (the course, the
-environment, the home folder, the other submissions: ``--ro-bind / /``), /tmp is an empty folder of its own,
-and only the workspace is writable; there is no network (``--unshare-net``: the kernel talks to the grader
-over Unix sockets in the workspace), no other process is visible (``--unshare-pid`` where the system allows
-it), and everything in it ends with the grader (``--die-with-parent``). So nothing one submission writes
-reaches another submission, the course, its ``__pycache__`` or the environment.
-
-Without bwrap (macOS, Windows, a Linux without it) submissions still run from private copies, but not
-isolated: the grader says so once per run, on stderr. ``TFS_GRADE_ISOLATION=off`` (or ``tfs-grade
---no-isolation``) turns the sandbox off on purpose.
+In the sandbox the whole file system is read-only but the workspace, /tmp is empty, there is no network, no other
+process is visible (where allowed), and everything ends with the grader. Without bwrap, or with
+``TFS_GRADE_ISOLATION=off`` (``tfs-grade --no-isolation``), submissions run from private copies, not isolated.
 """
 
 from __future__ import annotations
 
+import contextlib
 import functools
 import hashlib
 import os
-import shlex
 import shutil
 import subprocess
 import sys
@@ -76,17 +62,15 @@ def sandboxed(isolate: bool = True) -> bool:
 
 
 def interpreter() -> list[str]:
-    """This Python, in isolated mode (no user site, no PYTHON* variables, no current folder on the path),
-    writing no .pyc files."""
+    """This Python, in isolated mode (no user site, no PYTHON* variables, no current folder on the path), no .pyc."""
     return [sys.executable, "-I", "-B"]
 
 
 class Workspace:
-    """A fresh temporary folder holding a private copy of one submission; the only folder its code can
-    write to when it runs sandboxed (see the module's docstring)."""
+    """A fresh temporary folder holding a private copy (self.notebook) of the submission at notebook (its bytes: data,
+    when already read), the only folder its code can write to when it runs sandboxed."""
 
     def __init__(self, notebook: Path, data: bytes | None = None, isolate: bool = True, siblings: bool = True):
-        """notebook: the submission's path; data: its bytes, when already read (what is hashed is what is graded)."""
         source = Path(notebook)
         data = source.read_bytes() if data is None else data
         self.sha256 = hashlib.sha256(data).hexdigest()
@@ -107,36 +91,27 @@ class Workspace:
             raise
 
     def _copy_siblings(self, source: Path) -> None:
-        try:
-            others = sorted(p for p in source.parent.glob("*.ipynb") if p.name != source.name)
-        except OSError:
-            return
-        for other in others:
-            try:
-                if other.is_file():
+        for other in sorted(source.parent.glob("*.ipynb")):
+            with contextlib.suppress(OSError):  # unreadable: missing here, as it would be in the student's folder
+                if other.name != source.name and other.is_file():
                     shutil.copyfile(other, self.work / other.name)
-            except OSError:  # unreadable: that notebook is missing here, as it would be in the student's folder
-                continue
 
     def _copy_caches(self) -> None:
         """Matplotlib's font list (else each kernel rebuilds it) and the trained checkpoints of notebook 06, copied:
         a submission may write its own, never the course's."""
         import matplotlib
 
-        fonts = Path(matplotlib.get_cachedir())
-        for found in fonts.glob("fontlist-*.json") if fonts.is_dir() else ():
-            shutil.copyfile(found, self.root / "matplotlib" / found.name)
         from helpers.checkpoints import cache_dir
 
-        checkpoints = cache_dir()
-        for found in checkpoints.glob("*.pt") if checkpoints.is_dir() else ():
-            if found.is_file() and found.stat().st_size <= CHECKPOINT_BYTES:
-                shutil.copyfile(found, self.root / "cache" / found.name)
+        for folder, pattern, into in ((Path(matplotlib.get_cachedir()), "fontlist-*.json", "matplotlib"),
+                                      (cache_dir(), "*.pt", "cache")):
+            for found in folder.glob(pattern) if folder.is_dir() else ():
+                if found.is_file() and found.stat().st_size <= CHECKPOINT_BYTES:
+                    shutil.copyfile(found, self.root / into / found.name)
 
-    def environment(self, base: dict[str, str] | None = None, **extra: str) -> dict[str, str]:
-        """The environment of a process of this submission: base (the grader's) with its own temporary folder
-        and caches, and no .pyc written (PYTHONDONTWRITEBYTECODE, for the processes that read it)."""
-        env = dict(os.environ if base is None else base)
+    def environment(self, **extra: str) -> dict[str, str]:
+        """The environment of a process of this submission: the grader's with its own temporary folder and caches."""
+        env = dict(os.environ)
         for name in ("PYTHONPATH", "PYTHONSTARTUP"):
             env.pop(name, None)
         env.update(TMPDIR=str(self.root / "tmp"), TFS_CACHE_DIR=str(self.root / "cache"),
@@ -154,9 +129,6 @@ class Workspace:
                 "--unsetenv", "JPY_PARENT_PID",  # the grader's pid means nothing in the sandbox's PID namespace
                 "--", *argv]
 
-    def describe(self) -> str:
-        return shlex.join(self.command(["python"]))
-
     def close(self) -> None:
         shutil.rmtree(self.root, ignore_errors=True)
 
@@ -165,7 +137,3 @@ class Workspace:
 
     def __exit__(self, *exc: object) -> None:
         self.close()
-
-
-__all__ = ["ENVIRONMENT_SWITCH", "NOT_ISOLATED", "TURNED_OFF", "Workspace", "bwrap_options", "interpreter", "sandboxed",
-           "wanted"]

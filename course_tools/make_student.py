@@ -3,35 +3,10 @@
     python -m course_tools.make_student solutions notebooks          # stamp solutions/, write notebooks/
     python -m course_tools.make_student solutions notebooks --check  # change nothing; exit 1 if anything is off
 
-(`make student-notebooks` runs the first, `make check-student-notebooks` the second.)
-
-In a solution notebook, every exercise region sits between two marker lines, each alone on its
-line (the convention nbgrader and otter-grader both read; the old ``### `` form is refused,
-since otter-grader does not open a region on it):
-
-        # BEGIN SOLUTION
-        ...the reference answer...
-        # END SOLUTION
-
-Writing first stamps the nbgrader metadata of each solution notebook from the exercise registry
-(see ``course_tools.nbgrader``): only cell metadata changes, outputs stay, and the file is rewritten
-only when something changed. Then each student notebook is written: where it comes from is recorded
-in the notebook's metadata (``metadata.tfs.generated_from``, compared by ``--check``), nothing in
-front of the student; every region replaced, at the marker's indentation, by
-
-        # Your Code Here
-        raise NotImplementedError()
-
-all outputs and execution counts cleared (the student runs the notebook), the test suite's
-``# NBVAL_*`` marker lines dropped (the student notebooks run under lax nbval anyway), the nbgrader
-metadata kept, and stable cell ids. Every file is written through a temporary file and a rename
-(helpers.notebook_io.write_atomically), so an interrupted run leaves no half-written notebook; a
-notebook that is not JSON is a one-line error. Regions must sit inside a function body, so that the
-pristine student notebook runs top to bottom.
-
-``--check`` exits 1, naming the notebook and cell, when a solution notebook's nbgrader metadata
-differs from the registry's, when an exercise of the registry has no answer cell or check cell,
-or when a student notebook is not what the generator writes.
+Each exercise region of a solution notebook lies between the lines ``# BEGIN SOLUTION`` and ``# END SOLUTION``
+(the form nbgrader and otter-grader both read). Writing stamps each solution's nbgrader metadata
+(course_tools.nbgrader), then writes each student notebook: each region replaced by a stub, outputs and
+``# NBVAL_*`` lines dropped. ``--check`` names every metadata or student notebook that differs.
 """
 
 from __future__ import annotations
@@ -47,6 +22,7 @@ from pathlib import Path
 import nbformat
 
 from course_tools.nbgrader import MetadataError, metadata_problems, stamp
+from helpers.checks import EXERCISES
 from helpers.notebook_io import write_atomically
 
 BEGIN = "# BEGIN SOLUTION"
@@ -62,36 +38,29 @@ class MarkerError(ValueError):
     """A solution region is malformed (old ### form, unclosed, nested, or stubbed into invalid Python)."""
 
 
-def _marker(line: str, where: str, number: int) -> str | None:
-    """BEGIN or END when the line is a solution marker, None when it is an ordinary line."""
-    if "BEGIN SOLUTION" not in line and "END SOLUTION" not in line:
-        return None
-    text = line.strip()
-    if text in (BEGIN, END):
-        return text.split()[1]
-    if text.lstrip("#").strip() in ("BEGIN SOLUTION", "END SOLUTION"):
-        raise MarkerError(f"{where}, line {number}: `{text}`: write the marker with a single #, as "
-                          f"`{BEGIN}` / `{END}` (the form both nbgrader and otter-grader read).")
-    raise MarkerError(f"{where}, line {number}: `{text}`: a solution marker stands alone on its line, as "
-                      f"`{BEGIN}` / `{END}`.")
+class NotebookError(ValueError):
+    """A file that is not a readable notebook (not JSON, or JSON that is no notebook)."""
 
 
 def strip_solutions(source: str, where: str = "cell") -> str:
     """Replace every BEGIN/END SOLUTION region of one cell's source with the stub."""
-    out: list[str] = []
-    inside = False
+    out, inside = [], False
     for number, line in enumerate(source.split("\n"), start=1):
-        kind = _marker(line, where, number)
-        if kind == "BEGIN":
+        at, text = f"{where}, line {number}", line.strip()
+        if text == BEGIN:
             if inside:
-                raise MarkerError(f"{where}, line {number}: BEGIN SOLUTION inside another region")
+                raise MarkerError(f"{at}: BEGIN SOLUTION inside another region")
             inside = True
-            indent = line[: len(line) - len(line.lstrip())]
-            out.extend(indent + stub for stub in STUB)
-        elif kind == "END":
+            out.extend(line[: len(line) - len(line.lstrip())] + stub for stub in STUB)
+        elif text == END:
             if not inside:
-                raise MarkerError(f"{where}, line {number}: END SOLUTION without BEGIN SOLUTION")
+                raise MarkerError(f"{at}: END SOLUTION without BEGIN SOLUTION")
             inside = False
+        elif text.lstrip("#").strip() in ("BEGIN SOLUTION", "END SOLUTION"):
+            raise MarkerError(f"{at}: `{text}`: write the marker with a single #, as `{BEGIN}` / `{END}` (the form "
+                              f"both nbgrader and otter-grader read).")
+        elif "BEGIN SOLUTION" in line or "END SOLUTION" in line:
+            raise MarkerError(f"{at}: `{text}`: a solution marker stands alone on its line, as `{BEGIN}` / `{END}`.")
         elif not inside:
             out.append(line)
     if inside:
@@ -99,32 +68,21 @@ def strip_solutions(source: str, where: str = "cell") -> str:
     return "\n".join(out)
 
 
-class NotebookError(ValueError):
-    """A file that is not a readable notebook (not JSON, or JSON that is no notebook)."""
-
-
 def read_notebook(path: Path) -> tuple[str, nbformat.NotebookNode]:
     """(the file's text, the notebook), or NotebookError with a one-line reason naming the file."""
     try:
         text = Path(path).read_text(encoding="utf-8")
-    except (OSError, UnicodeDecodeError) as error:
-        raise NotebookError(f"{path}: cannot be read ({error})") from None
-    try:
         json.loads(text)
-    except json.JSONDecodeError as error:
-        raise NotebookError(f"{path}:{error.lineno}: not JSON ({error.msg}, column {error.colno})") from None
-    try:
         notebook = nbformat.reads(text, as_version=4)
         if not isinstance(notebook.get("cells"), list):
             raise ValueError("it has no list of cells")
+    except json.JSONDecodeError as error:
+        raise NotebookError(f"{path}:{error.lineno}: not JSON ({error.msg}, column {error.colno})") from None
+    except (OSError, UnicodeDecodeError) as error:
+        raise NotebookError(f"{path}: cannot be read ({error})") from None
     except Exception as error:  # nbformat raises many kinds for JSON that is no notebook
         raise NotebookError(f"{path}: JSON, but not a notebook ({str(error).splitlines()[0][:200]})") from None
     return text, notebook
-
-
-def drop_nbval_markers(source: str) -> str:
-    """The source without its `# NBVAL_...` lines (markers for the test suite, not for students)."""
-    return NBVAL_MARKER.sub("", source)
 
 
 def make_student_notebook(solution: nbformat.NotebookNode, where: str = "notebook",
@@ -137,20 +95,16 @@ def make_student_notebook(solution: nbformat.NotebookNode, where: str = "noteboo
         cell.pop("id", None)
         if cell.cell_type != "code":
             continue
-        cell_where = f"{where}, cell {index}"
         if "SOLUTION" in cell.source:
-            cell.source = strip_solutions(cell.source, cell_where)
+            cell.source = strip_solutions(cell.source, f"{where}, cell {index}")
             try:
                 ast.parse(cell.source)
             except SyntaxError as error:
-                raise MarkerError(f"{cell_where}: the stubbed cell is not valid Python ({error})") from None
-        if "NBVAL_" in cell.source:
-            cell.source = drop_nbval_markers(cell.source)
-        cell.outputs = []
-        cell.execution_count = None
+                raise MarkerError(f"{where}, cell {index}: the stubbed cell is not valid Python ({error})") from None
+        cell.source = NBVAL_MARKER.sub("", cell.source)
+        cell.outputs, cell.execution_count = [], None
         cell.metadata.pop("execution", None)
-    tfs = dict(solution.metadata.get("tfs", {}))
-    tfs.pop("generated_from", None)  # a translated solution's own source: the student notebook names its solution
+    tfs = {key: value for key, value in solution.metadata.get("tfs", {}).items() if key != "generated_from"}
     note = AUTHORS_NOTE["translated" if tfs.get("language") else None]
     student.metadata["tfs"] = {**tfs, "generated_from": source or where, "note": note}
     student.metadata.pop("widgets", None)
@@ -163,22 +117,6 @@ def render(notebook: nbformat.NotebookNode) -> str:
     return nbformat.writes(notebook) + "\n"
 
 
-def _with_stable_ids(notebook: nbformat.NotebookNode, stem: str) -> nbformat.NotebookNode:
-    """nbformat 4.5 wants cell ids: each cell is <nn>-<its index in the solution notebook>, so the
-    output is reproducible."""
-    for index, cell in enumerate(notebook.cells):
-        cell["id"] = f"{stem[:2]}-{index:03d}"
-    return notebook
-
-
-def _registry_problems(stems: set[str]) -> list[str]:
-    """Exercises of the registry whose notebook is not among the solution notebooks."""
-    from helpers.checks import EXERCISES
-
-    return [f"exercise {e.name!r} of the registry names notebook {e.notebook!r}, which has no solution notebook."
-            for e in EXERCISES.values() if e.notebook not in stems]
-
-
 def generate(solutions_dir: Path, notebooks_dir: Path, check: bool = False, every_exercise: bool | None = None) -> int:
     """Stamp the solutions' nbgrader metadata and write every student notebook (with check=True: change
     nothing, report every difference). Returns an exit code: 0 fine, 1 --check found problems, 2 bad input."""
@@ -187,61 +125,50 @@ def generate(solutions_dir: Path, notebooks_dir: Path, check: bool = False, ever
     if not solutions:
         print(f"no notebooks found in {solutions_dir}", file=sys.stderr)
         return 2
-    read = {}
-    for path in solutions:  # every notebook is read before anything is written
-        try:
-            read[path] = read_notebook(path)
-        except NotebookError as error:
-            print(f"error: {error}", file=sys.stderr)
-            return 2
-    if every_exercise is None:  # a translated edition may hold some of the notebooks only
-        every_exercise = not any(notebook.metadata.get("tfs") for _, notebook in read.values())
-    problems = _registry_problems({p.stem for p in solutions}) if every_exercise else []
-    stale, writes = [], []  # writes: (path, text, message), done once every notebook was generated
-    for path in solutions:
-        text, solution = read[path]
-        where = str(path)
-        try:
+    changed = []  # (path, text, message); with check, the stale student notebooks
+    try:  # every notebook is read and generated before anything is written
+        read = {path: read_notebook(path) for path in solutions}
+        if every_exercise is None:  # a translated edition may hold some of the notebooks only
+            every_exercise = not any(notebook.metadata.get("tfs") for _, notebook in read.values())
+        problems = [f"exercise {e.name!r} of the registry names notebook {e.notebook!r}, which has no solution "
+                    f"notebook." for e in EXERCISES.values()
+                    if every_exercise and e.notebook not in {p.stem for p in solutions}]
+        for path, (text, solution) in read.items():
             if check:
-                problems.extend(metadata_problems(solution, path.stem, where))
-            elif stamp(solution, path.stem, where) and render(solution) != text:
-                writes.append((path, render(solution), f"stamped the nbgrader metadata of {path}"))
+                problems.extend(metadata_problems(solution, path.stem, str(path)))
+            elif stamp(solution, path.stem, str(path)) and render(solution) != text:
+                changed.append((path, render(solution), f"stamped the nbgrader metadata of {path}"))
             language = solution.metadata.get("tfs", {}).get("language")
             source = f"{'editions/' + language + '/' if language else ''}{solutions_dir.name}/{path.name}"
-            student = _with_stable_ids(make_student_notebook(solution, where, source), path.stem)
-        except (MarkerError, MetadataError) as error:
-            print(f"error: {error}", file=sys.stderr)
-            return 2
-        rendered = render(student)
-        target = notebooks_dir / path.name
-        current = target.read_text(encoding="utf-8") if target.exists() else None
-        if current == rendered:
-            continue
-        if check:
-            stale.append(target)
-        else:
-            writes.append((target, rendered, f"wrote {target}"))
-    for target, rendered, message in writes:
-        write_atomically(target, rendered)
-        print(message)
+            student = make_student_notebook(solution, str(path), source)
+            for index, cell in enumerate(student.cells):  # nbformat 4.5 wants cell ids: reproducible ones
+                cell["id"] = f"{path.stem[:2]}-{index:03d}"
+            target, rendered = notebooks_dir / path.name, render(student)
+            if (target.read_text(encoding="utf-8") if target.exists() else None) != rendered:
+                changed.append((target, rendered, f"wrote {target}"))
+    except (NotebookError, MarkerError, MetadataError) as error:
+        print(f"error: {error}", file=sys.stderr)
+        return 2
     extra = sorted({p.name for p in notebooks_dir.glob("*.ipynb")} - {p.name for p in solutions})
-    if check and (problems or stale or extra):
+    if check and (problems or changed or extra):
         for problem in problems:
             print(problem, file=sys.stderr)
-        for target in stale:
+        for target, _, _ in changed:
             print(f"{target} differs from what {solutions_dir}/{target.name} generates.", file=sys.stderr)
         for name in extra:
             print(f"{notebooks_dir}/{name} has no solution notebook.", file=sys.stderr)
         print("Run `make student-notebooks` and commit the result.", file=sys.stderr)
         return 1
-    if not check and problems:  # a registry exercise without a notebook: nothing to stamp, but say so
-        for problem in problems:
-            print(f"error: {problem}", file=sys.stderr)
-        return 2
     if check:
         print(f"{len(solutions)} solution notebooks carry the registry's nbgrader metadata; "
               "their student notebooks are up to date.")
-    return 0
+        return 0
+    for target, rendered, message in changed:
+        write_atomically(target, rendered)
+        print(message)
+    for problem in problems:  # a registry exercise without a notebook: nothing to stamp, but say so
+        print(f"error: {problem}", file=sys.stderr)
+    return 2 if problems else 0
 
 
 def main(argv: list[str] | None = None) -> int:

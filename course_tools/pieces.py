@@ -1,20 +1,15 @@
 """What a translation translates: the pieces of the English sources, and the notebooks of each edition.
 
-    notebook_pieces(path)   one Piece per markdown cell, and per code cell with comments or displayed strings
-    message_pieces()        the registry's success lines and hints, the generic hints, every tr() message
-    sources()               {po file stem: its pieces} for every English solution notebook, and "messages"
-    edition(language)       the notebooks of the language's edition (editions/<language>/EDITION)
-    required(language)      the pieces that edition needs translated
-    code_skeleton(source)   what a code cell computes, its comments and displayed strings aside
-
-The English solution notebooks and the English text in the code of ``helpers`` and ``course_tools`` are
-the only source; the repository is course_tools.po_files.ROOT.
+A piece is a markdown cell, a code cell with comments or displayed strings (code_skeleton: what such a cell
+computes, which a translation must keep), or a message of ``helpers`` and ``course_tools`` (message_pieces).
+The repository read is course_tools.po_files.ROOT.
 """
 
 from __future__ import annotations
 
 import ast
 import io
+import itertools
 import re
 import tokenize
 from dataclasses import dataclass
@@ -52,12 +47,7 @@ def python_tokens(source: str) -> list[tokenize.TokenInfo] | None:
         tokens = list(tokenize.generate_tokens(io.StringIO(text).readline))
     except (tokenize.TokenError, IndentationError, SyntaxError):
         return None
-    if FSTRING_START is None:
-        return tokens
-    lines = text.splitlines(keepends=True)
-    offsets = [0]
-    for line in lines:
-        offsets.append(offsets[-1] + len(line))
+    offsets = [0, *itertools.accumulate(len(line) for line in text.splitlines(keepends=True))]
     joined, depth, start = [], 0, None
     for token in tokens:
         if token.type == FSTRING_START:
@@ -76,15 +66,11 @@ def python_tokens(source: str) -> list[tokenize.TokenInfo] | None:
 
 def needs_translation(cell: dict) -> bool:
     """A markdown cell always; a code cell that has a comment or a string with a word in it."""
-    kind = cell.get("cell_type")
-    if kind == "markdown":
-        return True
-    if kind != "code":
-        return False
+    if cell.get("cell_type") != "code":
+        return cell.get("cell_type") == "markdown"
     tokens = python_tokens(cell_source(cell))
-    if tokens is None:
-        return True
-    return any(t.type == tokenize.COMMENT or (t.type == tokenize.STRING and WORDS.search(t.string)) for t in tokens)
+    return tokens is None or any(t.type == tokenize.COMMENT or (t.type == tokenize.STRING and WORDS.search(t.string))
+                                 for t in tokens)
 
 
 def code_skeleton(source: str) -> list[str]:
@@ -101,8 +87,7 @@ def code_skeleton(source: str) -> list[str]:
         if t.type == tokenize.STRING:
             prefix = t.string[:t.string.index(t.string.lstrip("rbfuRBFU")[0])].lower()
             body = t.string[len(prefix):]
-            quote = body[0]
-            other = "'" if quote == '"' else '"'
+            other = "'" if body[0] == '"' else '"'
             body = re.sub(f"{other}[^{other}]*{other}", "S", body)  # a label quoted inside {...} is text
             fields = re.findall(r"\{([^{}:!]*)", body)
             out.append("F" + repr(sorted(fields)) if "f" in prefix else "S")
@@ -115,14 +100,13 @@ def code_skeleton(source: str) -> list[str]:
 def notebook_pieces(path: Path) -> list[Piece]:
     """The pieces of one solution notebook, keyed by cell id, in cell order."""
     cells = read_json_notebook(path)["cells"]
-    pieces, seen = [], set()
+    pieces = []
     for index, cell in enumerate(cells):
         if not needs_translation(cell):
             continue
         key = cell.get("id") or f"cell-{index}"
-        if key in seen:
+        if any(piece.key == key for piece in pieces):
             raise ValueError(f"{path}: two cells have the id {key!r}; cell ids must be unique")
-        seen.add(key)
         note = ("markdown cell" if cell.get("cell_type") == "markdown"
                 else "code cell: translate the comments and the displayed strings only; keep every line of code")
         pieces.append(Piece(key, cell_source(cell), f"{note} ({index + 1} of {len(cells)})"))
@@ -148,14 +132,12 @@ def message_pieces() -> list[Piece]:
     """The registry's success lines and hints, the generic hints, and every tr() call of helpers and course_tools."""
     from helpers.checks.harness import EXERCISES, GENERIC_MISTAKES
 
-    pieces = []
-    for code, template in GENERIC_MISTAKES.items():
-        pieces.append(Piece(f"generic:{code}", template, "a hint any check may give; keep the {fields}"))
+    pieces = [Piece(f"generic:{code}", template, "a hint any check may give; keep the {fields}")
+              for code, template in GENERIC_MISTAKES.items()]
     for ex in EXERCISES.values():
         pieces.append(Piece(f"{ex.name}:success", ex.success, f"the start of the pass line of {ex.name}"))
-        for code, template in ex.mistakes.items():
-            note = f"hint of mistake {code} of {ex.name}; keep the {{fields}}"
-            pieces.append(Piece(f"{ex.name}:{code}", template, note))
+        pieces += [Piece(f"{ex.name}:{code}", template, f"hint of mistake {code} of {ex.name}; keep the {{fields}}")
+                   for code, template in ex.mistakes.items()]
     for folder in ("helpers", "course_tools"):
         for path in sorted((po_files.ROOT / folder).rglob("*.py")):
             pieces.extend(tr_calls(path))
@@ -185,8 +167,7 @@ def edition(language: str) -> list[str]:
     path = po_files.edition_dir(language) / "EDITION"
     stems = [line.strip() for line in path.read_text(encoding="utf-8").splitlines()
              if line.strip() and not line.startswith("#")] if path.exists() else []
-    known = {p.stem for p in english_solutions()}
-    unknown = [stem for stem in stems if stem not in known]
+    unknown = [stem for stem in stems if stem not in {p.stem for p in english_solutions()}]
     if unknown:
         raise ValueError(f"editions/{language}/EDITION names {', '.join(unknown)}, which have no solution notebook")
     return stems
@@ -199,12 +180,7 @@ def required(language: str) -> dict[str, list[Piece]]:
     stems = edition(language)
     everything = sources()
     needed = {stem: everything[stem] for stem in stems}
-    exercises = {e.name for e in EXERCISES.values()}
-    shown = {e.name for e in EXERCISES.values() if e.notebook in stems}
-    needed["messages"] = [p for p in everything["messages"]
-                          if p.key.split(":")[0] not in exercises or p.key.split(":")[0] in shown]
+    hidden = {e.name for e in EXERCISES.values() if e.notebook not in stems}  # exercises of other notebooks
+    needed["messages"] = [p for p in everything["messages"] if p.key.split(":")[0] not in hidden]
     return needed
 
-
-__all__ = ["LANGUAGES", "Piece", "code_skeleton", "edition", "english_solutions", "message_pieces",
-           "needs_translation", "notebook_pieces", "python_tokens", "required", "sources", "tr_calls"]

@@ -1,15 +1,7 @@
-"""The gettext files of the translations: where they are, reading them, and their strict validation.
-
-    edition_dir(language)          editions/<language>/ of the repository at ROOT
-    po_path(language, stem)        editions/<language>/po/<stem>.po
-    load_po(path)                  the .po file as polib reads it (an empty one with our header if absent)
-    translations(language, stem)   {key: translation} of its reviewed entries
-    po_file_problems(path)         every problem of one .po file as `file:line: what`
-    validate_po_files(language)    PoError naming every problem of every .po file of language
-
-ROOT is the repository; the tests point it at a temporary copy (the other translation modules read it
-from here, at each call). polib accepts a string without its closing quote and garbles it, so every file
-is parsed strictly first (parse_po), and nothing is written while any file has a problem.
+"""The gettext files of the translations: where they are (under ROOT, the repository: the tests point it at a
+temporary copy), reading them with polib, and their strict validation. polib accepts a string without its
+closing quote and garbles it, so every file is parsed strictly first (parse_po), and nothing is written while
+any file has a problem.
 """
 
 from __future__ import annotations
@@ -17,6 +9,8 @@ from __future__ import annotations
 import re
 from dataclasses import dataclass
 from pathlib import Path
+
+import polib
 
 from helpers.notebook_io import cached_by_content
 
@@ -44,8 +38,6 @@ def po_name(language: str, stem: str) -> str:
 
 def load_po(path: Path):
     """The .po file at path (polib, no line wrapping); a new one with the course's header when it is absent."""
-    import polib
-
     if path.exists():
         return polib.pofile(str(path), wrapwidth=0, encoding="utf-8")
     po = polib.POFile(wrapwidth=0, encoding="utf-8")
@@ -66,12 +58,11 @@ def template_fields(template: str) -> list[str]:
     return sorted(re.findall(r"(?<!\{)\{([^{}]*)\}(?!\})", template))
 
 
-# ---------------------------------------------------------------------------------------------- strict parsing
 class PoError(ValueError):
     """A .po file that is not strictly valid: each problem as `file:line: what`."""
 
 
-PO_STRING = re.compile(r'"(?:[^"\\]|\\.)*"')
+PO_STRING = re.compile(r'"(?:[^"\\]|\\[ntr"\\abfv])*"')
 PO_KEYWORD = re.compile(r"(msgctxt|msgid|msgid_plural|msgstr(?:\[\d+\])?)[ \t]+(.*)$")
 PO_ESCAPES = {"n": "\n", "t": "\t", "r": "\r", '"': '"', "\\": "\\", "a": "\a", "b": "\b", "f": "\f", "v": "\v"}
 
@@ -79,19 +70,7 @@ PO_ESCAPES = {"n": "\n", "t": "\t", "r": "\r", '"': '"', "\\": "\\", "a": "\a", 
 def po_string(text: str) -> str | None:
     """The value of one quoted .po string (the whole of text), or None when text is not exactly one."""
     text = text.strip()
-    if not PO_STRING.fullmatch(text):
-        return None
-    body, out, i = text[1:-1], [], 0
-    while i < len(body):
-        if body[i] == "\\":
-            if body[i + 1] not in PO_ESCAPES:
-                return None
-            out.append(PO_ESCAPES[body[i + 1]])
-            i += 2
-        else:
-            out.append(body[i])
-            i += 1
-    return "".join(out)
+    return re.sub(r"\\(.)", lambda m: PO_ESCAPES[m[1]], text[1:-1]) if PO_STRING.fullmatch(text) else None
 
 
 @dataclass
@@ -104,19 +83,11 @@ class PoEntry:
 
 @cached_by_content
 def parse_po(path: Path) -> tuple[list[PoEntry], list[str]]:
-    """Parse a .po file strictly (polib accepts a string without its closing quote and garbles it):
-    the entries, and `file:line: problem` for every line that is not comment, keyword + string,
+    """The entries of a .po file, and `file:line: problem` for every line that is not comment, keyword + string,
     continuation string or blank."""
     name = shown(path)
     entries, errors = [], []
     entry, keyword = None, None
-
-    def close():
-        nonlocal entry, keyword
-        if entry is not None and entry.fields:
-            entries.append(entry)
-        entry, keyword = None, None
-
     try:
         text = path.read_text(encoding="utf-8")
     except (OSError, UnicodeDecodeError) as error:
@@ -124,18 +95,18 @@ def parse_po(path: Path) -> tuple[list[PoEntry], list[str]]:
     for number, raw in enumerate(text.splitlines(), start=1):
         line = raw.strip()
         if not line:
-            close()
+            entry, keyword = None, None
             continue
         if entry is None:
             entry = PoEntry(number, {}, {}, set())
+            entries.append(entry)
         if line.startswith(("#~", "#|")):  # an obsolete entry, or the previous msgid: still well formed
             rest = line[2:].strip()
             match = PO_KEYWORD.match(rest)
             value = match.group(2) if match else rest
-            if line.startswith("#~") and value and po_string(value) is None:
-                errors.append(f"{name}:{number}: a malformed string in an obsolete entry: {raw[:80]}")
-            elif line.startswith("#|") and po_string(value) is None:
-                errors.append(f"{name}:{number}: a malformed string in a previous msgid (#|): {raw[:80]}")
+            if (value or line[1] == "|") and po_string(value) is None:
+                where = "an obsolete entry" if line[1] == "~" else "a previous msgid (#|)"
+                errors.append(f"{name}:{number}: a malformed string in {where}: {raw[:80]}")
             continue
         if line.startswith("#,"):
             entry.flags.update(f.strip() for f in line[2:].split(","))
@@ -165,8 +136,7 @@ def parse_po(path: Path) -> tuple[list[PoEntry], list[str]]:
             continue
         errors.append(f"{name}:{number}: a stray line (neither a comment, a keyword with its string, nor a "
                       f"string): {raw[:80]}")
-    close()
-    return entries, errors
+    return [e for e in entries if e.fields], errors
 
 
 CODE_SPAN = re.compile(r"`[^`\n]+`")
@@ -179,9 +149,7 @@ def broken_code_span(msgid: str, msgstr: str) -> str | None:
     if msgstr.count("`") % 2 != msgid.count("`") % 2:
         return f"{msgstr.count('`')} backticks against the English's {msgid.count('`')}: a code span is left open"
     lost = sorted(set(CODE_SPAN.findall(msgid)) - set(CODE_SPAN.findall(msgstr)))
-    if lost:
-        return f"the code span {lost[0]} of the English is missing or broken"
-    return None
+    return f"the code span {lost[0]} of the English is missing or broken" if lost else None
 
 
 def po_file_problems(path: Path, syntax_only: bool = False) -> list[str]:
@@ -214,13 +182,9 @@ def po_file_problems(path: Path, syntax_only: bool = False) -> list[str]:
 def validate_po_files(language: str, syntax_only: bool = False) -> None:
     """Raise PoError naming every problem of every .po file of language (nothing is written before this
     passes). syntax_only: only what polib would misread (extract rewrites the entries it checks)."""
-    found = []
-    for path in sorted((edition_dir(language) / "po").glob("*.po")):
-        found.extend(po_file_problems(path, syntax_only))
+    found = [problem for path in sorted((edition_dir(language) / "po").glob("*.po"))
+             for problem in po_file_problems(path, syntax_only)]
     if found:
         raise PoError("\n".join(found) + f"\n{len(found)} problems in editions/{language}/po/*.po: "
                       "nothing was written.")
 
-
-__all__ = ["ROOT", "PoEntry", "PoError", "broken_code_span", "edition_dir", "load_po", "parse_po", "po_file_problems",
-           "po_name", "po_path", "po_string", "shown", "template_fields", "translations", "validate_po_files"]

@@ -1,18 +1,9 @@
 """Train once, before the test runs: every checkpoint that a notebook 06 of the course loads.
 
-`make test` runs several notebooks 06 at the same time (strict nbval of the solutions, the browser test, the
-grader's and nbgrader's end-to-end tests). Each calls helpers.train_or_load, which loads its model from
-.cache/checkpoints or, the first time, trains it: several runs would then train the same model at once, on
-shared cores, each as slowly as the others make it. `make checkpoints` (a prerequisite of those runs) trains
-each model once, alone, first; the notebooks then load it.
-
-For each notebook 06 given (by default every one: solutions/, notebooks/ and each edition's two folders), the
-statements that the notebook's train_or_load calls depend on are run, in the notebook's own folder (its
-`your_recipe("05_transformer.ipynb", ...)` reads the notebook 05 beside it): its imports, its functions and
-classes, and the assignments their arguments come from, found by name in the notebook's code; nothing
-else (no plot, no print, no check). So the checkpoint keys are the notebook's own: the same configuration,
-data and recipe (the student's code where its check passes). A model already in the cache is loaded, which
-takes seconds; helpers.checkpoints decides, as it does in the notebook.
+`make test` runs several notebooks 06 at once, each of which would train the same model on shared cores.
+`make checkpoints`, their prerequisite, trains each model once, first: for each notebook 06 (default: every one),
+it runs, in the notebook's folder, only what its train_or_load calls depend on (training_code), so the checkpoint
+keys are the notebook's own. A model already in .cache/checkpoints is loaded, as it is in the notebook.
 
     python -m course_tools.pretrain [NOTEBOOK.ipynb ...]
 """
@@ -23,11 +14,12 @@ import argparse
 import ast
 import contextlib
 import io
-import json
-import os
 import sys
 import time
 from pathlib import Path
+from unittest import mock
+
+from helpers.notebook_io import code_cells, python_lines, read_json_notebook
 
 ROOT = Path(__file__).resolve().parent.parent
 TRAINING = "06_training.ipynb"
@@ -36,32 +28,24 @@ KEPT = (ast.Import, ast.ImportFrom, ast.FunctionDef, ast.AsyncFunctionDef, ast.C
 
 def _statements(path: Path) -> list[ast.stmt]:
     """Every top-level statement of the notebook's code cells, in order (IPython's magics left out)."""
-    cells = json.loads(path.read_text(encoding="utf-8"))["cells"]
     statements = []
-    for cell in cells:
-        if cell.get("cell_type") != "code":
-            continue
-        source = "".join(cell["source"]) if isinstance(cell["source"], list) else cell["source"]
-        lines = ["" if line.lstrip().startswith(("%", "!")) else line for line in source.splitlines()]
+    for _, source in code_cells(read_json_notebook(path)):
         try:
-            statements.extend(ast.parse("\n".join(lines)).body)
+            statements.extend(ast.parse(python_lines(source)).body)
         except SyntaxError:  # a student's unfinished cell: nothing of it is needed to train
             continue
     return statements
 
 
 def _trains(statement: ast.stmt) -> bool:
-    return any(isinstance(node, ast.Call) and (getattr(node.func, "attr", None) == "train_or_load"
-                                               or getattr(node.func, "id", None) == "train_or_load")
+    return any(isinstance(node, ast.Call)
+               and getattr(node.func, "attr", getattr(node.func, "id", None)) == "train_or_load"
                for node in ast.walk(statement))
 
 
 def _assigned(statement: ast.stmt) -> set[str]:
-    targets = []
-    if isinstance(statement, ast.Assign):
-        targets = statement.targets
-    elif isinstance(statement, (ast.AnnAssign, ast.AugAssign)):
-        targets = [statement.target]
+    targets = statement.targets if isinstance(statement, ast.Assign) else \
+        [statement.target] if isinstance(statement, (ast.AnnAssign, ast.AugAssign)) else []
     return {node.id for target in targets for node in ast.walk(target) if isinstance(node, ast.Name)}
 
 
@@ -85,16 +69,6 @@ def training_code(path: Path) -> str:
     return "\n".join(ast.unparse(statements[i]) for i in sorted(keep))
 
 
-@contextlib.contextmanager
-def _working_folder(folder: Path):
-    before = Path.cwd()
-    os.chdir(folder)
-    try:
-        yield
-    finally:
-        os.chdir(before)
-
-
 def pretrain(path: Path) -> list[str]:
     """Run the training code of one notebook 06: one line per train_or_load call (trained or loaded, where)."""
     import helpers
@@ -109,14 +83,10 @@ def pretrain(path: Path) -> list[str]:
                      f"({result.history.seconds:.0f} s of training)")
         return result
 
-    namespace = {"__name__": "__pretrain__"}
     code = compile(training_code(path), f"{path} (its training code)", "exec")
-    with _working_folder(path.parent), contextlib.redirect_stdout(io.StringIO()):
-        helpers.train_or_load = train_or_load
-        try:
-            exec(code, namespace)
-        finally:
-            helpers.train_or_load = original
+    with (contextlib.chdir(path.parent), contextlib.redirect_stdout(io.StringIO()),
+          mock.patch.object(helpers, "train_or_load", train_or_load)):
+        exec(code, {"__name__": "__pretrain__"})
     return found
 
 

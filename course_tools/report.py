@@ -3,44 +3,47 @@
     write_report(reports, Path("report.html"), roots=[Path("submissions")])   the grader's reports (tfs-grade --json)
     write_report(reports, Path("informe.html"), language="es")
 
-The page has no external script, style sheet, font or image (the charts are inline SVG; its only links are
-anchors inside the page), and prints as it shows. It holds:
-
-1. when it was written, the folders graded, how many notebooks were graded, could not be graded or were
-   skipped, and how many of all the exercises passed;
-2. per exercise, grouped by notebook, how many students passed, failed or did not try it (todo): numbers and a bar;
-3. the mistakes found, numbered, the most frequent first: a bar chart with an axis, and the hint each one gave;
-4. a student-by-exercise table, the best score first: ✓ ✗ – in coloured cells, each ✗ with its mistake's number,
-   and under a student's row the message each of their failed checks gave. A student's notebooks share a row: the
-   file name without the course notebook's name is the student (``alice/01_positional_encoding.ipynb`` and
-   ``alice_02_attention.ipynb`` are both ``alice``);
-5. the files that could not be graded and why, and the files in the graded folders that are not notebooks.
-
-Students and files are named by their paths relative to the graded folder. The page's words, the hints and the
-reasons are in the edition's language: the one most graded notebooks set (``set_language("es")``), or ``language=``.
+The page (templates/report.html.j2) links nothing outside itself: the run's counts; per exercise, how many students
+passed, failed or did not try it; the mistakes with their hints; a student-by-exercise table; the files not graded
+and why, and those skipped. A student is a file's path without the course notebook's name
+(``alice/01_positional_encoding.ipynb`` and ``alice_02_attention.ipynb`` are ``alice``).
 """
 
 from __future__ import annotations
 
+import functools
 import html
+import math
 import os
 import re
 from collections import Counter, defaultdict
 from datetime import datetime
+from itertools import groupby
 from pathlib import Path
 
+import jinja2
+from markupsafe import Markup
+
 from helpers.checks import EXERCISES
-from helpers.i18n import LANGUAGES, number, tr
+from helpers.checks.harness import GENERIC_MISTAKES
+from helpers import i18n
+from helpers.i18n import LANGUAGES, number
 from helpers.notebook_io import write_atomically
 
-from .report_parts import COLOURS, STATUSES, STYLE, mistake_chart, plural, stacked_bar, words
-from .verdicts import notebook_language
+from .verdicts import STATUSES, notebook_language
 
-SYMBOLS = {"pass": "✓", "fail": "✗", "todo": "–"}
-SKIP_PARTS = {".ipynb_checkpoints"}  # the grader skips these folders too
+# Each status: (cell background, ink). The ink draws the cell's symbol, the legend's and the bars: ink on the
+# background and on white contrast at least 4.5:1 (WCAG AA; tests/test_report.py measures it).
+COLOURS = {"pass": ("#e3f1e4", "#1e6b24"), "fail": ("#fbe3e4", "#b3141b"), "todo": ("#f2f2f2", "#6b6b6b")}
+BAR_WIDTH = 320  # pixels of a full bar
+CHART_BARS = 15  # the most frequent mistakes drawn; the table under the chart lists them all
+CHAR_WIDTH = 7.9  # pixels of one character of the chart's 13 px monospace labels
+TEMPLATES = jinja2.Environment(loader=jinja2.FileSystemLoader(Path(__file__).parent / "templates"), autoescape=True,
+                               trim_blocks=True, lstrip_blocks=True, keep_trailing_newline=True)
+# A hint's or a message's `code spans` as <code>, the rest HTML-escaped.
+TEMPLATES.filters["code_spans"] = lambda text: Markup(re.sub(r"`([^`]+)`", r"<code>\1</code>", html.escape(text)))
 
 
-# ---------------------------------------------------------------------------------------- the run's facts
 def report_language(reports: list[dict]) -> str:
     """The language most of the graded notebooks set ("en" when none)."""
     found = Counter(notebook_language(Path(r["notebook"])) for r in reports if "error" not in r)
@@ -49,14 +52,11 @@ def report_language(reports: list[dict]) -> str:
 
 
 def skipped_files(roots: list[Path]) -> list[Path]:
-    """The files under the graded folders that the grader does not read: not ``.ipynb`` (hidden files and
-    ``.ipynb_checkpoints`` aside)."""
-    found = []
-    for root in (Path(r) for r in roots):
-        if root.is_dir():
-            found += [p for p in root.rglob("*") if p.is_file() and p.suffix != ".ipynb"
-                      and not any(part.startswith(".") or part in SKIP_PARTS for part in p.relative_to(root).parts)]
-    return sorted(found)
+    """The files under the graded folders that the grader does not read: not ``.ipynb``, and not hidden (nor in a
+    hidden folder such as ``.ipynb_checkpoints``)."""
+    return sorted(p for root in map(Path, roots) if root.is_dir() for p in root.rglob("*")
+                  if p.is_file() and p.suffix != ".ipynb"
+                  and not any(part.startswith(".") for part in p.relative_to(root).parts))
 
 
 def _base(roots: list[Path] | None, reports: list[dict]) -> Path | None:
@@ -91,9 +91,10 @@ def _student(relative: str, stem: str | None) -> str:
     return name or relative
 
 
-def _students(graded: list[dict], base: Path | None) -> list[tuple[str, list[dict]]]:
-    """(student, their reports), the most exercises passed first. A student with two files of one course
-    notebook gets a row per file, named by the file."""
+def _students(graded: list[dict], base: Path | None, names: list[str]) -> list[dict]:
+    """A row per student (per file, for one with two files of one course notebook), the most exercises passed first:
+    student, cells (their exercise of each of names, or None), failed ((file, exercise) of each failed check),
+    linked (whether a cell failed), passed and total."""
     groups: dict[str, list[tuple[str, dict]]] = defaultdict(list)
     for report in graded:
         relative = _relative(report["notebook"], base)
@@ -101,11 +102,15 @@ def _students(graded: list[dict], base: Path | None) -> list[tuple[str, list[dic
     rows = []
     for student, files in groups.items():
         stems = [_stem(report) for _, report in files]
-        if len(set(stems)) == len(stems):
-            rows.append((student, [report for _, report in files]))
-        else:
-            rows += [(relative, [report]) for relative, report in files]
-    return sorted(rows, key=lambda row: (-sum(r["passed"] for r in row[1]), row[0]))
+        one_each = len(set(stems)) == len(stems)
+        for name, reports in [(student, files)] if one_each else [(file, [(file, r)]) for file, r in files]:
+            by_name = {e["name"]: e for _, r in reports for e in r["exercises"]}
+            failed = sorted(((f, e) for f, r in reports for e in r["exercises"] if e["status"] == "fail"),
+                            key=lambda pair: names.index(pair[1]["name"]))
+            rows.append({"student": name, "cells": [by_name.get(n) for n in names], "failed": failed,
+                         "linked": any(e["status"] == "fail" for e in by_name.values()),
+                         "passed": sum(r["passed"] for _, r in reports), "total": sum(r["total"] for _, r in reports)})
+    return sorted(rows, key=lambda row: (-row["passed"], row["student"]))
 
 
 def _exercise_order(reports: list[dict]) -> list[str]:
@@ -114,37 +119,65 @@ def _exercise_order(reports: list[dict]) -> list[str]:
     return [name for name in EXERCISES if name in seen] + sorted(seen - set(EXERCISES))
 
 
-def _by_notebook(names: list[str]) -> list[tuple[str, list[str]]]:
-    """The exercises grouped by course notebook, in order."""
-    groups: list[tuple[str, list[str]]] = []
-    for name in names:
-        stem = EXERCISES[name].notebook if name in EXERCISES else "?"
-        if groups and groups[-1][0] == stem:
-            groups[-1][1].append(name)
-        else:
-            groups.append((stem, [name]))
-    return groups
+def plural(n: int, language: str, one: str, other: str, **fields) -> str:
+    """The template one or other (each with an {n} field), as language chooses for n: English and Spanish
+    say one for 1, Brazilian Portuguese for 0 and 1, Vietnamese never."""
+    singular = {"pt": n in (0, 1), "vi": False}.get(language, n == 1)
+    return (one if singular else other).format(n=number(n, in_language=language), **fields)
 
 
-# ---------------------------------------------------------------------------------------- hints and reasons
+def words(language: str) -> dict[str, str]:
+    """The page's fixed words in language (not yet HTML-escaped)."""
+    tr = functools.partial(i18n.tr, in_language=language)
+    return {
+        "title": tr("report:title", "Grading report"),
+        "written": tr("report:written", "Written"),
+        "folders": tr("report:folders", "Graded"),
+        "exercises": tr("report:exercises", "Exercises"),
+        "exercise": tr("report:exercise", "exercise"),
+        "pass": tr("report:pass", "passed"),
+        "fail": tr("report:fail", "failed"),
+        "todo": tr("report:todo", "did not try"),
+        "none": tr("report:no_notebook", "no notebook handed in"),
+        "fail_legend": tr("report:fail_legend", "failed: the number is the mistake's, in the list of mistakes"),
+        "mistakes": tr("report:mistakes", "Mistakes found"),
+        "mistake": tr("report:mistake", "mistake"),
+        "count": tr("report:count", "students"),
+        "hint": tr("report:hint", "what the students read"),
+        "chart_caption": tr("report:chart_caption", "How many students made each mistake, the most frequent first. "
+                            "The numbers are those of the table below and of the ✗ in the table of students."),
+        "no_mistakes": tr("report:no_mistakes", "No exercise failed."),
+        "unrecognised": tr("report:unrecognised", "(unrecognised)"),
+        "students": tr("report:students", "Students"),
+        "student": tr("report:student", "student"),
+        "sorted": tr("report:sorted", "The most exercises passed first."),
+        "messages": tr("report:messages", "What each failed check told the student"),
+        "message": tr("report:message", "the check's message"),
+        "score": tr("report:score", "exercises passed"),
+        "ungraded": tr("report:ungraded", "Files that could not be graded"),
+        "none_ungraded": tr("report:none_ungraded", "None: every notebook was graded."),
+        "skipped": tr("report:skipped", "Files skipped (not .ipynb)"),
+        "none_skipped": tr("report:none_skipped", "None: the graded folders hold notebooks only."),
+    }
+
+
 def _hint(exercise: str, code: str, language: str) -> str:
     """The hint students read for a mistake code, in language (its {fields} shown as …)."""
-    declared = EXERCISES.get(exercise)
-    if declared is not None and code in declared.mistakes:
-        text = tr(f"{exercise}:{code}", declared.mistakes[code], in_language=language)
+    tr = functools.partial(i18n.tr, in_language=language)
+    declared = EXERCISES[exercise].mistakes if exercise in EXERCISES else {}
+    if code in declared:
+        text = tr(f"{exercise}:{code}", declared[code])
+    elif code in GENERIC_MISTAKES:
+        text = tr(f"generic:{code}", GENERIC_MISTAKES[code])
     else:
-        from helpers.checks.harness import GENERIC_MISTAKES
-
-        if code in GENERIC_MISTAKES:
-            text = tr(f"generic:{code}", GENERIC_MISTAKES[code], in_language=language)
-        else:
-            text = tr("report:unrecognised_hint", "the check failed without naming a known mistake: what it told "
-                      "each student is in the last table.", in_language=language)
+        text = tr("report:unrecognised_hint", "the check failed without naming a known mistake: what it told "
+                  "each student is in the last table.")
     return re.sub(r"\{\w+\}", "…", text)
 
 
 def _reason(report: dict, language: str) -> str:
     """Why the grader could not grade a file, in language (the grader's English sentence when unknown)."""
+    tr = functools.partial(i18n.tr, in_language=language)
     error, path = report["error"], report["notebook"]
     rest = next((error[len(p):] for p in (f"cannot read {path}: ", f"cannot grade {path}: ") if error.startswith(p)),
                 None)
@@ -152,141 +185,42 @@ def _reason(report: dict, language: str) -> str:
         return error
     detail = re.fullmatch(r"(not JSON|not a Jupyter notebook of format 4) \((.*)\)", rest)
     if rest == "no .ipynb file in this folder":
-        return tr("report:reason_empty_folder", "no .ipynb file in this folder", in_language=language)
+        return tr("report:reason_empty_folder", "no .ipynb file in this folder")
     if rest.startswith("it is JSON but not a Jupyter notebook"):
-        return tr("report:reason_not_notebook", "it is JSON, but not a Jupyter notebook (it has no list of cells)",
-                  in_language=language)
+        return tr("report:reason_not_notebook", "it is JSON, but not a Jupyter notebook (it has no list of cells)")
     if detail and detail[1] == "not JSON":
-        return tr("report:reason_not_json", "it is not JSON, so not a notebook ({detail})", in_language=language,
-                  detail=detail[2])
+        return tr("report:reason_not_json", "it is not JSON, so not a notebook ({detail})", detail=detail[2])
     if detail:
-        return tr("report:reason_old_format", "not a Jupyter notebook of format 4 ({detail})", in_language=language,
-                  detail=detail[2])
+        return tr("report:reason_old_format", "not a Jupyter notebook of format 4 ({detail})", detail=detail[2])
     if rest.startswith("the folder cannot be read"):
-        return tr("report:reason_folder_unreadable", "the folder cannot be read ({detail})", in_language=language,
+        return tr("report:reason_folder_unreadable", "the folder cannot be read ({detail})",
                   detail=rest.partition("(")[2].rstrip(")"))
     if rest.startswith("a link to "):
-        return tr("report:reason_dangling_link", "a link to {target}, which does not exist", in_language=language,
+        return tr("report:reason_dangling_link", "a link to {target}, which does not exist",
                   target=rest.removeprefix("a link to ").removesuffix(", which does not exist"))
     if rest.startswith("its name contains no course notebook's name"):
         return tr("report:reason_not_course", "none of the course's notebooks: its name contains no course "
-                  "notebook's name (such as 01_positional_encoding) and none of its cells calls a check",
-                  in_language=language)
-    return tr("report:reason_unreadable", "the file cannot be read ({detail})", in_language=language, detail=rest)
+                  "notebook's name (such as 01_positional_encoding) and none of its cells calls a check")
+    return tr("report:reason_unreadable", "the file cannot be read ({detail})", detail=rest)
 
 
-# ---------------------------------------------------------------------------------------- the page
-def _markup(text: str) -> str:
-    """text HTML-escaped, its `code spans` as <code>."""
-    return re.sub(r"`([^`]+)`", r"<code>\1</code>", html.escape(text))
-
-
-def _header(w: dict, language: str, graded: list[dict], ungraded: list[dict], skipped: list[Path],
-            roots: list[Path] | None, students: int, now: datetime) -> list[str]:
-    passed, total = sum(r["passed"] for r in graded), sum(r["total"] for r in graded)
-    counts = [
-        plural(len(graded), language, tr("report:graded_one", "{n} notebook graded", in_language=language),
-                tr("report:graded_other", "{n} notebooks graded", in_language=language)),
-        plural(students, language, tr("report:students_one", "{n} student", in_language=language),
-                tr("report:students_other", "{n} students", in_language=language)),
-        plural(len(ungraded), language, tr("report:ungraded_one", "{n} file could not be graded",
-                                            in_language=language),
-                tr("report:ungraded_other", "{n} files could not be graded", in_language=language)),
-        plural(len(skipped), language, tr("report:skipped_one", "{n} file skipped (not .ipynb)",
-                                           in_language=language),
-                tr("report:skipped_other", "{n} files skipped (not .ipynb)", in_language=language)),
-    ]
-    rate = plural(total, language, tr("report:rate_one", "{passed} of {n} exercise passed ({percent}%)",
-                                       in_language=language),
-                   tr("report:rate_other", "{passed} of {n} exercises passed ({percent}%)", in_language=language),
-                   passed=number(passed, in_language=language),
-                   percent=number(100 * passed / total if total else 0, in_language=language))
-    lines = [f"<h1>{html.escape(w['title'])}</h1>",
-             f'<p class="meta">{html.escape(w["written"])}: {now:%Y-%m-%d %H:%M}</p>']
-    if roots:
-        lines.append(f'<p class="meta">{html.escape(w["folders"])}: '
-                     + ", ".join(f'<span class="code">{html.escape(str(Path(r).resolve()))}</span>' for r in roots)
-                     + "</p>")
-    lines.append(f'<p class="summary" id="summary"><strong>{html.escape(rate)}</strong><br>'
-                 + html.escape(" · ".join(counts)) + "</p>")
-    return lines
-
-
-def _exercise_table(w: dict, names: list[str], per_exercise: dict[str, Counter]) -> list[str]:
-    lines = [f'<table id="exercises"><tr><th>{html.escape(w["exercise"])}</th>'
-             + "".join(f'<th><span class="swatch {s}"></span>{html.escape(w[s])}</th>' for s in STATUSES)
-             + "<th></th></tr>"]
-    for stem, group in _by_notebook(names):
-        lines.append(f'<tr class="group"><th colspan="5" class="code">{html.escape(stem)}</th></tr>')
-        for name in group:
-            counts = per_exercise[name]
-            lines.append(f'<tr><td class="code">{html.escape(name)}</td>'
-                         + "".join(f'<td class="num">{counts.get(s, 0)}</td>' for s in STATUSES)
-                         + f"<td>{stacked_bar(counts, sum(counts.values()), w)}</td></tr>")
-    return lines + ["</table>"]
-
-
-def _legend(w: dict, with_none: bool) -> str:
-    items = [f'<span><span class="chip pass">{SYMBOLS["pass"]}</span>{html.escape(w["pass"])}</span>',
-             f'<span><span class="chip fail">{SYMBOLS["fail"]}<sup>3</sup></span>'
-             f'{html.escape(w["fail_legend"])}</span>',
-             f'<span><span class="chip todo">{SYMBOLS["todo"]}</span>{html.escape(w["todo"])}</span>']
-    if with_none:
-        items.append(f'<span><span class="chip none">&nbsp;</span>{html.escape(w["none"])}</span>')
-    return '<div class="legend">' + "".join(items) + "</div>"
-
-
-def _student_table(w: dict, names: list[str], rows: list[tuple[str, list[dict]]],
-                   numbers: dict[tuple[str, str], int]) -> list[str]:
-    """The grid: a row per student, a column per exercise grouped by notebook, a symbol per cell."""
-    head = [f'<tr><th rowspan="2" class="sticky">{html.escape(w["student"])}</th>'
-            + "".join(f'<th colspan="{len(g)}" class="nb">{html.escape(stem.replace("_", " "))}</th>'
-                      for stem, g in _by_notebook(names))
-            + f'<th rowspan="2" class="score">{html.escape(w["score"])}</th></tr>',
-            "<tr>" + "".join(f'<th class="ex"><span>{html.escape(n)}</span></th>' for n in names) + "</tr>"]
-    lines = ['<div class="scroll"><table id="students">', *head]
-    for i, (student, reports) in enumerate(rows):
-        by_name = {e["name"]: e for r in reports for e in r["exercises"]}
-        cells = []
-        for name in names:
-            e = by_name.get(name)
-            if e is None:
-                cells.append('<td class="cell none"></td>')
-            elif e["status"] == "fail":
-                code = e.get("mistake") or w["unrecognised"]
-                n, title = numbers[(name, code)], html.escape(f'{code}: {e.get("message") or ""}')
-                cells.append(f'<td class="cell fail" title="{title}"><a href="#mistake-{n}">'
-                             f'{SYMBOLS["fail"]}<sup>{n}</sup></a></td>')
-            else:
-                cells.append(f'<td class="cell {e["status"]}" title="{html.escape(e.get("message") or "")}">'
-                             f'{SYMBOLS[e["status"]]}</td>')
-        passed, total = sum(r["passed"] for r in reports), sum(r["total"] for r in reports)
-        name = html.escape(student)
-        if any(e["status"] == "fail" for e in by_name.values()):
-            name = f'<a href="#messages-{i}">{name}</a>'
-        lines.append(f'<tr class="student"><td class="code sticky">{name}</td>{"".join(cells)}'
-                     f'<td class="num">{passed}/{total}</td></tr>')
-    return lines + ["</table></div>"]
-
-
-def _messages_table(w: dict, names: list[str], rows: list[tuple[str, list[dict]]],
-                    numbers: dict[tuple[str, str], int], base: Path | None) -> list[str]:
-    """What each failed check told each student, in the order of the grid, with the notebook file."""
-    order = {name: i for i, name in enumerate(names)}
-    lines = [f'<table id="messages"><tr><th>{html.escape(w["student"])}</th><th>{html.escape(w["exercise"])}</th>'
-             f'<th>{html.escape(w["mistake"])}</th><th>{html.escape(w["message"])}</th></tr>']
-    for i, (student, reports) in enumerate(rows):
-        failed = sorted(((r, e) for r in reports for e in r["exercises"] if e["status"] == "fail"),
-                        key=lambda pair: order[pair[1]["name"]])
-        for j, (report, e) in enumerate(failed):
-            code = e.get("mistake") or w["unrecognised"]
-            n = numbers[(e["name"], code)]
-            first = (f'<td rowspan="{len(failed)}" class="code" id="messages-{i}">{html.escape(student)}</td>'
-                     if j == 0 else "")
-            lines.append(f'<tr>{first}<td class="code" title="{html.escape(_relative(report["notebook"], base))}">'
-                         f'{html.escape(e["name"])}</td><td class="code mistake"><a href="#mistake-{n}">{n}</a> '
-                         f'{html.escape(code)}</td><td>{_markup(e.get("message") or "")}</td></tr>')
-    return lines + ["</table>"]
+def _chart(ranked: list[tuple[str, str, int]], w: dict, language: str) -> dict:
+    """The chart of mistakes: a numbered bar per (exercise, code, count), at most CHART_BARS, on a whole-number
+    axis (at most 9 ticks, a step of 1, 2 or 5 times a power of 10) wide enough for the longest label."""
+    caption = w["chart_caption"]
+    if len(ranked) > CHART_BARS:
+        tr = functools.partial(i18n.tr, in_language=language)
+        caption += " " + plural(len(ranked) - CHART_BARS, language,
+                                 tr("report:chart_more_one", "The {n} other mistake is in the table only."),
+                                 tr("report:chart_more_other", "The {n} others are in the table only."))
+        ranked = ranked[:CHART_BARS]
+    bars = [(f"{i}. {exercise} · {code}", n) for i, (exercise, code, n) in enumerate(ranked, 1)]
+    top = max(n for _, n in bars)
+    step = next(m * 10 ** k for k in range(9) for m in (1, 2, 5) if top <= 8 * m * 10 ** k)
+    ticks = list(range(0, math.ceil(top / step) * step + 1, step))
+    left, axis = int(CHAR_WIDTH * max(len(label) for label, _ in bars)) + 16, 4 + 24 * len(bars) + 4
+    return {"caption": caption, "bars": bars, "ticks": ticks, "scale": BAR_WIDTH / ticks[-1], "left": left,
+            "axis": axis, "width": left + BAR_WIDTH + 40, "height": axis + 44}
 
 
 def render(reports: list[dict], language: str | None = None, roots: list[Path] | None = None,
@@ -300,7 +234,7 @@ def render(reports: list[dict], language: str | None = None, roots: list[Path] |
     skipped = skipped_files(roots or [])
     base = _base(roots, reports)
     names = _exercise_order(reports)
-    rows = _students(graded, base)
+    order = {name: i for i, name in enumerate(names)}
     per_exercise = {name: Counter() for name in names}
     mistakes: Counter = Counter()
     for report in graded:
@@ -308,65 +242,38 @@ def render(reports: list[dict], language: str | None = None, roots: list[Path] |
             per_exercise[e["name"]][e["status"]] += 1
             if e["status"] == "fail":
                 mistakes[(e["name"], e.get("mistake") or w["unrecognised"])] += 1
-    order = {name: i for i, name in enumerate(names)}
     ranked = [(ex, code, n) for (ex, code), n in
               sorted(mistakes.items(), key=lambda item: (-item[1], order.get(item[0][0], 0), item[0][1]))]
-    numbers = {(ex, code): i for i, (ex, code, _) in enumerate(ranked, 1)}
-
-    parts = [f'<!DOCTYPE html><html lang="{language}"><head><meta charset="utf-8">',
-             f"<title>{html.escape(w['title'])}</title><style>{STYLE}</style></head><body>",
-             *_header(w, language, graded, ungraded, skipped, roots, len(rows), now or datetime.now()),
-             f"<h2>{html.escape(w['exercises'])}</h2>", *_exercise_table(w, names, per_exercise),
-             f"<h2>{html.escape(w['mistakes'])}</h2>"]
-    if ranked:
-        parts.append(mistake_chart(ranked, w, language))
-        parts.append(f'<table id="hints"><tr><th>#</th><th>{html.escape(w["exercise"])}</th>'
-                     f'<th>{html.escape(w["mistake"])}</th><th>{html.escape(w["count"])}</th>'
-                     f'<th>{html.escape(w["hint"])}</th></tr>')
-        for i, (exercise, code, n) in enumerate(ranked, 1):
-            parts.append(f'<tr id="mistake-{i}"><td class="num">{i}</td><td class="code">{html.escape(exercise)}</td>'
-                         f'<td class="code">{html.escape(code)}</td><td class="num">{n}</td>'
-                         f"<td>{_markup(_hint(exercise, code, language))}</td></tr>")
-        parts.append("</table>")
-    else:
-        parts.append(f"<p>{html.escape(w['no_mistakes'])}</p>")
-
-    parts += [f"<h2>{html.escape(w['students'])}</h2>", f'<p class="meta">{html.escape(w["sorted"])}</p>',
-              _legend(w, any(len({e["name"] for r in reports for e in r["exercises"]}) < len(names)
-                             for _, reports in rows)),
-              *_student_table(w, names, rows, numbers)]
-    if ranked:
-        parts += [f"<h2>{html.escape(w['messages'])}</h2>", *_messages_table(w, names, rows, numbers, base)]
-
-    parts.append(f"<h2>{html.escape(w['ungraded'])}</h2>")
-    if ungraded:
-        parts.append('<table id="ungraded">' + "".join(
-            f'<tr><td class="code">{html.escape(_relative(r["notebook"], base))}</td>'
-            f"<td>{html.escape(_reason(r, language))}</td></tr>" for r in ungraded) + "</table>")
-    else:
-        parts.append(f"<p>{html.escape(w['none_ungraded'])}</p>")
-    if roots:
-        parts.append(f"<h2>{html.escape(w['skipped'])}</h2>")
-        parts.append('<ul id="skipped">' + "".join(f'<li class="code">{html.escape(_relative(p, base))}</li>'
-                                                   for p in skipped) + "</ul>" if skipped
-                     else f"<p>{html.escape(w['none_skipped'])}</p>")
-    parts.append("</body></html>\n")
-    return "\n".join(parts)
+    rows = _students(graded, base, names)
+    passed, total = sum(r["passed"] for r in graded), sum(r["total"] for r in graded)
+    tr = functools.partial(i18n.tr, in_language=language)
+    counts = [plural(n, language, one, other) for n, one, other in [
+        (len(graded), tr("report:graded_one", "{n} notebook graded"),
+         tr("report:graded_other", "{n} notebooks graded")),
+        (len(rows), tr("report:students_one", "{n} student"), tr("report:students_other", "{n} students")),
+        (len(ungraded), tr("report:ungraded_one", "{n} file could not be graded"),
+         tr("report:ungraded_other", "{n} files could not be graded")),
+        (len(skipped), tr("report:skipped_one", "{n} file skipped (not .ipynb)"),
+         tr("report:skipped_other", "{n} files skipped (not .ipynb)"))]]
+    rate = plural(total, language, tr("report:rate_one", "{passed} of {n} exercise passed ({percent}%)"),
+                  tr("report:rate_other", "{passed} of {n} exercises passed ({percent}%)"),
+                  passed=number(passed, in_language=language),
+                  percent=number(100 * passed / total if total else 0, in_language=language))
+    return TEMPLATES.get_template("report.html.j2").render(
+        language=language, w=w, statuses=STATUSES, colours=COLOURS, bar_width=BAR_WIDTH,
+        now=f"{now or datetime.now():%Y-%m-%d %H:%M}", roots=[str(Path(r).resolve()) for r in roots or []],
+        rate=rate, counts=counts, names=names, per_exercise=per_exercise,
+        groups=[(stem, list(group)) for stem, group in
+                groupby(names, key=lambda name: EXERCISES[name].notebook if name in EXERCISES else "?")],
+        chart=_chart(ranked, w, language) if ranked else None,
+        hints=[(ex, code, n, _hint(ex, code, language)) for ex, code, n in ranked],
+        numbers={(ex, code): i for i, (ex, code, _) in enumerate(ranked, 1)},
+        rows=rows, with_none=any(cell is None for row in rows for cell in row["cells"]),
+        ungraded=[(_relative(r["notebook"], base), _reason(r, language)) for r in ungraded],
+        skipped=[_relative(p, base) for p in skipped])
 
 
 def write_report(reports: list[dict], path: Path, language: str | None = None,
                  roots: list[Path] | None = None) -> None:
-    """Write the report page to path, whole or not at all (helpers.notebook_io.write_atomically), readable as any
-    new file of the user's (the umask decides)."""
-    text = render(reports, language, roots)
-    umask = os.umask(0)
-    os.umask(umask)
-
-    def write(temporary: Path) -> None:
-        temporary.write_text(text, encoding="utf-8")
-        os.chmod(temporary, 0o666 & ~umask)  # as any new file, not mkstemp's owner-only 0600
-
-    write_atomically(Path(path), writer=write)
-
-
-__all__ = ["COLOURS", "render", "report_language", "skipped_files", "write_report"]
+    """Write the report page to path, whole or not at all (the mode a plain write gives, not mkstemp's 0600)."""
+    write_atomically(Path(path), render(reports, language, roots))

@@ -28,12 +28,6 @@ def course_notebook(path: Path) -> str | None:
     return next((stem for stem in stems if stem in Path(path).name), None)
 
 
-def expected_exercises(path: Path) -> list[str]:
-    """The exercises the course's notebook of this name contains, in notebook order."""
-    stem = course_notebook(path)
-    return [e.name for e in exercises_in(stem)] if stem else []
-
-
 def all_pass(report: dict) -> bool:
     return "error" not in report and report["total"] > 0 and report["passed"] == report["total"]
 
@@ -53,8 +47,6 @@ def format_report(report: dict) -> str:
     for e in report["exercises"]:
         code = f"[{e['mistake']}] " if e.get("mistake") else ""
         lines.append(f"  {SYMBOLS[e['status']]} {e['name']:<{width}}  {e['status']:<4}  {code}{e['message']}")
-    if not report["exercises"]:
-        lines.append("  (no exercise found: the file name contains no course notebook's name, and no check ran)")
     lines += [f"  note: {note}" for note in report.get("notes", [])]
     lines.append(f"{report['passed']}/{report['total']} exercises pass")
     return "\n".join(lines)
@@ -73,11 +65,11 @@ def csv_rows(reports: list[dict]) -> list[dict]:
     """One row per notebook and exercise; a notebook that could not be read gets status "error"."""
     rows = []
     for report in reports:
-        path = Path(report["notebook"])
-        base = {"student_file": report["notebook"], "notebook": course_notebook(path) or ""}
-        if "error" in report:
-            rows += [{**base, "exercise": name, "status": ERROR, "mistake": ""}
-                     for name in expected_exercises(path) or [""]]
+        stem = course_notebook(Path(report["notebook"]))
+        base = {"student_file": report["notebook"], "notebook": stem or ""}
+        if "error" in report:  # a row per exercise its name promises
+            names = [e.name for e in exercises_in(stem)] if stem else []
+            rows += [{**base, "exercise": name, "status": ERROR, "mistake": ""} for name in names or [""]]
             continue
         rows += [{**base, "exercise": e["name"], "status": e["status"], "mistake": e.get("mistake") or ""}
                  for e in report["exercises"]]
@@ -160,8 +152,3 @@ def format_mistakes(counts: list[tuple[str, str, int]], notebooks: int) -> str:
              f"  {'exercise':<{ex_width}}  {'mistake':<{code_width}}  count"]
     lines += [f"  {ex:<{ex_width}}  {code:<{code_width}}  {n:>5}" for ex, code, n in counts]
     return "\n".join(lines)
-
-
-__all__ = ["CSV_COLUMNS", "CsvLog", "JsonStream", "all_pass", "course_notebook", "csv_rows", "exit_status",
-           "expected_exercises", "format_mistakes", "format_report", "format_summary", "mistake_counts",
-           "output_problem"]

@@ -2,33 +2,12 @@
 
     python -I -B -m course_tools.verdicts NOTEBOOK.ipynb EXERCISE [EXERCISE ...] [--timeout S]
 
-The grader (course_tools/grade.py) starts this command once per notebook, a new interpreter in isolated mode,
-in the notebook's own workspace (course_tools/isolation.py: a private copy, and a sandbox where bubblewrap is
-available), with the environment variable TFS_GRADING_SEED set to a fresh random number (the checks draw extra
-sizes and seeds from it). It prints one JSON line per exercise, in the order asked, as each is known:
-
-    {"name": ..., "status": "pass" | "fail" | "todo", "mistake": code or null, "message": ...}
-
-preceded, for each check it calls, by {"checking": name} (the grader times each check from there)
-
-and exits with status 0. Nothing the notebook's kernel computed is used. Here:
-
-1. the notebook's code cells are read as JSON, and only their imports and ``def``/``class`` statements run
-   (``helpers.student_code.load_definitions``); a statement whose code names the checking code
-   (``helpers.checks.guard.machinery_used``) is refused before it runs, and the exercise it defines fails
-   with the code ``tampering``;
-2. each exercise's check is called on the student's definition, with a time-out (the grader kills a process
-   whose check does not stop, and asks a new one for the exercises left);
-3. after each check, the checks, ``Verdict`` and its attributes must be the very objects they were before the
-   student's code was loaded, and the check must return a real ``Verdict``; anything else is ``tampering``
-   or ``check_error``;
-4. what the student's code prints goes nowhere (standard output points to /dev/null while it can run).
-
-These are speed bumps, not walls: code that runs in this process could forge its output. The wall is the
-sandbox around the process, and the fact that the grade does not depend on anything the student's code can
-reach outside it.
-
-The language of the messages is the one the notebook sets (``set_language("es")`` in a code cell).
+Started by execute.py in the notebook's workspace, with TFS_GRADING_SEED set (the checks draw sizes from it). It
+prints, in the order asked, {"checking": name} before each check (the grader times it from there) and one line
+{"name", "status": "pass" | "fail" | "todo", "mistake": code or null, "message"} per exercise, and exits with 0.
+Only the notebook's imports and ``def``/``class`` statements run; one that names the checking code is refused, and
+a check after which the checks or ``Verdict`` are not the objects they were is ``tampering``. These are speed bumps:
+the wall is the sandbox (isolation.py). The messages are in the language the notebook sets.
 """
 
 from __future__ import annotations
@@ -74,14 +53,6 @@ def timed_out_message(timeout: int, language: str | None = None) -> str:
 
     return tr("grader:check_timed_out", "its check ran longer than {seconds} seconds on your answer and was stopped: "
               "look for a loop that never ends.", in_language=language, seconds=int(timeout))
-
-
-class TimeUp(KeyboardInterrupt):
-    """Raised by the alarm: a KeyboardInterrupt, so that the checks (which stop on one) let it through."""
-
-
-def _alarm(signum: int, frame: Any) -> None:
-    raise TimeUp()
 
 
 class Machinery:
@@ -211,8 +182,8 @@ def main(argv: list[str] | None = None) -> int:
     language = notebook_language(args.notebook)
     with contextlib.suppress(ValueError):
         set_language(language)
-    if hasattr(signal, "SIGALRM"):
-        signal.signal(signal.SIGALRM, _alarm)
+    if hasattr(signal, "SIGALRM"):  # a KeyboardInterrupt, which the checks (that stop on one) let through
+        signal.signal(signal.SIGALRM, signal.default_int_handler)
 
     def emit(result: dict) -> None:
         channel.write(json.dumps(result, ensure_ascii=False) + "\n")

@@ -3,15 +3,15 @@
     python -m course_tools.versions           # always exits 0: paste the output into a bug report
     python -m course_tools.versions --check   # exits 1 when an installed version differs from its pin
 
-The pins are the ``name==version`` lines of requirements.txt in the repository root (next to the
-``course_tools`` package). A pin matches the PEP 440 way: ``torch==2.13.0`` accepts the installed
-``2.13.0+cpu``. Packages without a pin are listed as "not pinned" and never count as a mismatch;
-a pinned package that is not installed does.
+The pins are the ``name==version`` lines of the repository's requirements.txt, matched the PEP 440 way
+(``torch==2.13.0`` accepts ``2.13.0+cpu``). A package without a pin is never a mismatch; a pinned one that
+is not installed is.
 """
 
 from __future__ import annotations
 
 import argparse
+import contextlib
 import importlib.metadata
 import platform
 import re
@@ -40,9 +40,7 @@ class Row:
     @property
     def shown(self) -> str:
         """The installed version, or why there is none."""
-        if self.installed is not None:
-            return self.installed
-        return "not importable" if self.name == "course" else NOT_INSTALLED
+        return self.installed or ("not importable" if self.name == "course" else NOT_INSTALLED)
 
     @property
     def status(self) -> str:
@@ -67,12 +65,11 @@ def matches(installed: str, pinned: str) -> bool:
     if installed == pinned:
         return True
     try:
-        from packaging.version import InvalidVersion, Version
-    except ImportError:  # packaging is almost always there; without it compare the text
-        return installed.split("+")[0] == pinned if "+" not in pinned else False
-    try:
+        from packaging.version import Version
         have, want = Version(installed), Version(pinned)
-    except InvalidVersion:
+    except ImportError:  # packaging is almost always there; without it compare the text
+        return "+" not in pinned and installed.split("+")[0] == pinned
+    except ValueError:  # packaging.version.InvalidVersion
         return False
     return have == want or ("+" not in pinned and Version(have.public) == want)
 
@@ -83,19 +80,14 @@ def read_pins(requirements: Path = REQUIREMENTS) -> dict[str, str]:
         text = requirements.read_text(encoding="utf-8")
     except OSError:
         return {}
-    pins = {}
-    for line in text.splitlines():
-        match = _PIN.fullmatch(line.split("#")[0].strip())
-        if match:
-            pins[normalise(match.group(1))] = match.group(2)
-    return pins
+    found = (_PIN.fullmatch(line.split("#")[0].strip()) for line in text.splitlines())
+    return {normalise(match.group(1)): match.group(2) for match in found if match}
 
 
 def installed_version(name: str) -> str | None:
-    try:
+    with contextlib.suppress(importlib.metadata.PackageNotFoundError):
         return importlib.metadata.version(name)
-    except importlib.metadata.PackageNotFoundError:
-        return None
+    return None
 
 
 def course_version() -> tuple[str | None, str]:

@@ -7,6 +7,7 @@ the exercise and check cells of the exercises a test needs. All of them are grad
 What the sandbox keeps a submission from doing (writing elsewhere, the network) is in test_isolation.py.
 """
 
+import itertools
 import json
 from pathlib import Path
 
@@ -23,12 +24,14 @@ PE_SIGNATURE = "def create_position_matrix(seq_length, embed_size):\n"
 
 
 def small_notebook(folder, file_name, stem, answers, before_checks=""):
-    """A notebook of the course notebook `stem` holding only its imports cell, then, for each exercise
-    of answers ({exercise name: source of its cell}), that cell and its check cell. before_checks: a
-    code cell put before the first check cell (what a forger would add)."""
+    """A notebook of the course notebook `stem` holding only its imports cells (the leading code cells that
+    start with an import), then, for each exercise of answers ({exercise name: source of its cell}), that
+    cell and its check cell. before_checks: a code cell put before the first check cell (what a forger
+    would add)."""
     code = [c for c in nbformat.read(ROOT / "notebooks" / f"{stem}.ipynb", as_version=4).cells
             if c.cell_type == "code"]
-    cells = [nbformat.v4.new_code_cell(code[0].source)]
+    imports = [code[0]] + list(itertools.takewhile(lambda c: c.source.startswith(("import ", "from ")), code[1:]))
+    cells = [nbformat.v4.new_code_cell(c.source) for c in imports]
     checks = {e.name: next(c.source for c in code if c.source.startswith(f"{e.check_name}("))
               for e in exercises_in(stem) if e.name in answers}
     for name, source in answers.items():

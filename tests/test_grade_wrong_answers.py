@@ -1,6 +1,7 @@
 """The grader end to end on wrong answers: one grader run over a folder of submissions in which every
-exercise of every course notebook holds a different wrong answer (5 notebook executions in all, each
-down to its last check cell; a cell added after it must not run).
+exercise of every course notebook holds a different wrong answer. Each submission is small (the course
+notebook's imports cell, then each exercise's cell and its check cell, as in test_forging.py): the whole
+notebooks are graded in test_grade.py. A cell added after the last check cell must not run.
 
 Each must be reported as `fail` with its mistake code, in the CSV, whose rows and mistake counts are
 tested on the same run. The checks themselves are tested in-process, against many more wrong
@@ -14,7 +15,8 @@ import pytest
 
 from helpers.checks import exercises_in
 
-from conftest import SOLUTIONS, run_grader, solution_source, with_answers
+from conftest import SOLUTIONS, run_grader, solution_source
+from test_forging import small_notebook
 
 STEMS = [path.stem for path in SOLUTIONS]
 
@@ -145,8 +147,8 @@ def graded(tmp_path_factory):
     """One grader run (human output, --csv) over a submissions folder: (exit status, stdout, stderr, CSV rows)."""
     folder = tmp_path_factory.mktemp("submissions")
     for stem, answers in WRONG.items():  # e.g. submissions/student1/student1_01_positional_encoding.ipynb
-        with_answers(folder / STUDENTS[stem], stem, {cell: source for cell, (_, _, source) in answers.items()},
-                     file_name=f"{STUDENTS[stem]}_{stem}.ipynb")
+        small_notebook(folder / STUDENTS[stem], f"{STUDENTS[stem]}_{stem}.ipynb", stem,
+                       {exercise: source for exercise, _, source in answers.values()})
     first = folder / STUDENTS[STEMS[0]] / f"{STUDENTS[STEMS[0]]}_{STEMS[0]}.ipynb"
     notebook = nbformat.read(first, as_version=4)  # an experiment after the last check cell is not run
     notebook.cells.append(nbformat.v4.new_code_cell(AFTER_THE_LAST_CHECK))

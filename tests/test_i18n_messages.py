@@ -12,7 +12,7 @@ import pytest
 matplotlib.use("Agg")
 
 import helpers  # noqa: E402
-from course_tools import po_files, translate  # noqa: E402
+from course_tools import pieces, po_files  # noqa: E402
 from helpers import i18n  # noqa: E402
 from helpers.checks import (check_causal_mask, check_create_position_matrix, check_layer_norm,  # noqa: E402
                             check_softmax, check_split_heads, check_transformer_lr)
@@ -203,7 +203,7 @@ def test_every_message_of_helpers_has_a_reviewed_spanish_translation_with_the_sa
     """All of them, not only those of the notebooks already in the Spanish edition."""
     po = {e.msgctxt: e for e in po_files.load_po(po_files.po_path("es", "messages")) if not e.obsolete}
     problems = []
-    for piece in translate.message_pieces():
+    for piece in pieces.message_pieces():
         entry = po.get(piece.key)
         if entry is None or not entry.msgstr:
             problems.append(f"{piece.key}: missing")

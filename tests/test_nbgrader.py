@@ -5,19 +5,20 @@ for every edition (editions/<language>/), its notebook 01 as `01_positional_enco
 releases them with one `nbgrader generate_assignment` and autogrades three submissions in one
 `nbgrader autograde`:
 
-    release    notebooks 01 and 05 exactly as nbgrader released them    -> 0 points (the pristine student
-               notebooks, which carry the same cells, all run in nbval and in the grader's tests)
-    solutions  the six English solution notebooks, each cut after its    -> every exercise's points (the cells
-               last check cell                                              after it cannot change a grade;
-                                                                            nbval runs them whole)
+    release    notebooks 01 and 05 as nbgrader released them         -> 0 points (the pristine student
+                                                                            notebooks, which carry the same
+                                                                            cells, all run in the browser test)
+    solutions  the six English solution notebooks                       -> every exercise's points
     swapped    notebook 01 in English and in every edition, with sin     -> all points of 01 but that one
                and cos swapped in create_position_matrix                    create_position_matrix, the hint in
                                                                             the notebook's language; nbgrader
                                                                             scores the absent notebooks 0
                                                                             without running them
 
-Autograding executes 9 notebooks and one per edition (notebook 06 loads its trained weights from
-.cache/checkpoints, or trains them once, about a minute), so this module takes a few minutes; it runs once.
+Every submitted notebook is cut after its last check cell: the cells after it cannot change a grade (strict
+nbval runs the solutions whole, the browser test the student notebooks).
+
+Autograding executes 9 notebooks and one per edition, so this module takes a minute or more; it runs once.
 """
 
 from __future__ import annotations
@@ -112,7 +113,9 @@ def course(tmp_path_factory):
     for folder in submissions.values():
         folder.mkdir(parents=True)
     for name in RELEASED:
-        shutil.copy(released / f"{name}.ipynb", submissions["release"] / f"{name}.ipynb")
+        notebook = nbformat.read(released / f"{name}.ipynb", as_version=4)
+        _cut_after_the_last_check(notebook)
+        nbformat.write(notebook, submissions["release"] / f"{name}.ipynb")
     for path in SOLUTIONS:
         notebook = nbformat.read(source / path.name, as_version=4)
         _cut_after_the_last_check(notebook)
@@ -120,6 +123,7 @@ def course(tmp_path_factory):
     for name in (NOTEBOOK_01, *map(_edition_01, EDITIONS)):
         notebook = nbformat.read(source / f"{name}.ipynb", as_version=4)
         _swap_sin_and_cos(notebook)
+        _cut_after_the_last_check(notebook)
         nbformat.write(notebook, submissions["swapped"] / f"{name}.ipynb")
 
     autograde = _nbgrader(root, "autograde", ASSIGNMENT)  # every student of submitted/ in one run

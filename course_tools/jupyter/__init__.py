@@ -1,25 +1,21 @@
 """The course's JupyterLab settings, and the command that installs the students' ones into an environment.
 
-    python -m course_tools.jupyter            install them into this Python's environment (make setup runs it;
-                                              conda users run it once after `conda env create`)
+    python -m course_tools.jupyter            install them into this Python's environment (make setup runs it)
     python -m course_tools.jupyter --check    exit 1, naming what differs, when they are not installed
 
-The students' settings (this folder) go into the environment, where every `jupyter lab` it starts reads them:
-
-    jupyter_server_config.json   nbgrader's server extensions off      -> <prefix>/etc/jupyter/
-    labconfig/page_config.json   nbgrader's lab extension off          -> <prefix>/etc/jupyter/labconfig/
-    overrides.json               no news pop-up, no update check       -> <prefix>/share/jupyter/lab/settings/
-
-Each is merged into the file already there (other settings are kept). The instructors' settings
-(``instructor/``, the same layout) are never installed: ``make lab-instructor COURSE=...`` puts that folder
-first on JUPYTER_CONFIG_PATH, which outranks the environment's settings for that one JupyterLab only.
+The students' settings (this folder: nbgrader's interface off, no news pop-up) are merged into the files under
+the environment's prefix (FILES). The instructors' ones (``instructor/``) are never installed: ``make
+lab-instructor`` puts that folder first on JUPYTER_CONFIG_PATH.
 """
 
 from __future__ import annotations
 
+import argparse
 import json
 import sys
 from pathlib import Path
+
+from helpers.notebook_io import write_atomically
 
 HERE = Path(__file__).resolve().parent
 INSTRUCTOR = HERE / "instructor"
@@ -33,8 +29,8 @@ def _merged(old: dict, new: dict) -> dict:
     """old with every key of new set to new's value (nested dictionaries merged key by key)."""
     merged = dict(old)
     for key, value in new.items():
-        merged[key] = _merged(merged[key], value) if isinstance(value, dict) and isinstance(merged.get(key),
-                                                                                             dict) else value
+        both = isinstance(value, dict) and isinstance(merged.get(key), dict)
+        merged[key] = _merged(merged[key], value) if both else value
     return merged
 
 
@@ -46,33 +42,29 @@ def _read(path: Path) -> dict:
     return data if isinstance(data, dict) else {}
 
 
+def _installed(prefix: Path) -> list[tuple[Path, dict, dict]]:
+    """(installed file, what it holds, what it should hold) for each file of the students' settings."""
+    found = [(Path(prefix) / target, HERE / source) for source, target in FILES.items()]
+    return [(path, _read(path), _merged(_read(path), _read(source))) for path, source in found]
+
+
 def differences(prefix: Path) -> list[str]:
     """The installed files under prefix that lack a students' setting (none when all are in place)."""
-    return [str(Path(prefix) / target) for source, target in FILES.items()
-            if _merged(_read(Path(prefix) / target), _read(HERE / source)) != _read(Path(prefix) / target)]
+    return [str(path) for path, current, wanted in _installed(prefix) if wanted != current]
 
 
 def install(prefix: Path) -> list[str]:
     """Merge the students' settings into the environment at prefix; the files written (none when in place)."""
     written = []
-    for source, target in FILES.items():
-        path = Path(prefix) / target
-        current = _read(path)
-        wanted = _merged(current, _read(HERE / source))
+    for path, current, wanted in _installed(prefix):
         if wanted != current or not path.exists():
-            path.parent.mkdir(parents=True, exist_ok=True)
-            temporary = path.with_name(f".{path.name}.tmp")
-            temporary.write_text(json.dumps(wanted, indent=2) + "\n", encoding="utf-8")
-            temporary.replace(path)
+            write_atomically(path, json.dumps(wanted, indent=2) + "\n")
             written.append(str(path))
     return written
 
 
 def main(argv: list[str] | None = None) -> int:
-    import argparse
-
-    parser = argparse.ArgumentParser(prog="python -m course_tools.jupyter",
-                                     description="Install the students' JupyterLab settings into an environment.")
+    parser = argparse.ArgumentParser(prog="python -m course_tools.jupyter", description=__doc__.splitlines()[0])
     parser.add_argument("--prefix", type=Path, default=Path(sys.prefix),
                         help="the environment (default: this Python's, %(default)s)")
     parser.add_argument("--check", action="store_true", help="only say whether they are installed")
@@ -86,5 +78,3 @@ def main(argv: list[str] | None = None) -> int:
         print(f"installed the students' JupyterLab settings: {path}")
     return 0
 
-
-__all__ = ["FILES", "INSTRUCTOR", "differences", "install", "main"]

@@ -18,10 +18,3 @@ from .model import check_transformer
 from .training import check_label_smoothing_loss, check_transformer_lr
 from .train_step import check_train_step
 from .greedy import check_greedy_decode
-
-__all__ = ["EXERCISES", "Exercise", "Verdict", "exercises_in", "check_apply_rope", "check_causal_mask",
-           "check_combine_heads", "check_create_position_matrix", "check_decoder_layer", "check_encoder_layer",
-           "check_feed_forward", "check_greedy_decode", "check_label_smoothing_loss", "check_layer_norm",
-           "check_masked_softmax", "check_multi_head_attention", "check_multi_head_attention_module",
-           "check_padding_mask", "check_rotation_matrix", "check_scaled_dot_product_attention", "check_softmax",
-           "check_split_heads", "check_train_step", "check_transformer", "check_transformer_lr"]

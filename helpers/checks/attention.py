@@ -24,7 +24,6 @@ def _seeded(seed: int, *shape: int, scale: float = 1.0) -> np.ndarray:
     return np.random.default_rng(seed).normal(scale=scale, size=shape)
 
 
-# ----------------------------------------------------------------------------- softmax
 SOFTMAX_MISTAKES = {
     "softmax_overflows": "your softmax overflows: exp(1000) is inf and inf / inf is NaN. Subtract the maximum of "
                          "each slice along `axis` before exponentiating; the shift cancels in the ratio.",
@@ -63,8 +62,7 @@ def softmax_cases() -> list[tuple[str, np.ndarray, dict]]:
 
 
 def _no_keepdims(x: np.ndarray, axis: int, max_kept: bool = True, sum_kept: bool = False) -> np.ndarray | None:
-    """The softmax with the maximum and/or the sum taken without keepdims (numpy's broadcasting then pairs
-    them with the wrong entries); None where that broadcasting fails (the student's version crashes)."""
+    """The softmax with the maximum and/or the sum taken without keepdims; None where broadcasting fails."""
     try:
         e = np.exp(x - x.max(axis=axis, keepdims=max_kept))
         return e / e.sum(axis=axis, keepdims=sum_kept)
@@ -74,26 +72,24 @@ def _no_keepdims(x: np.ndarray, axis: int, max_kept: bool = True, sum_kept: bool
 
 def wrong_softmaxes(x: np.ndarray, axis: int = -1) -> dict:
     """The usual wrong softmaxes of x along axis: mistake code (or Known) -> the array it produces."""
+    def normalised(e: np.ndarray) -> np.ndarray:
+        return e / e.sum(axis=axis, keepdims=True)
+
     with np.errstate(all="ignore"):
-        whole = np.exp(x - x.max())
         rowwise = np.exp(x - x.max(axis=axis, keepdims=True))
-        wrong: dict = {
+        return {
             "softmax_overflows": _naive_softmax(x, axis),
-            "max_of_whole_array": whole / whole.sum(axis=axis, keepdims=True),
+            "max_of_whole_array": normalised(np.exp(x - x.max())),
             "sum_of_whole_array": rowwise / rowwise.sum(),
+            "subtracted_min": normalised(np.exp(x - x.min(axis=axis, keepdims=True))),
+            "subtracted_mean": normalised(np.exp(x - x.mean(axis=axis, keepdims=True))),
+            **{Known("axis_ignored", used=used, axis=axis): softmax(x, axis=used) for used in range(x.ndim)
+               if used != axis % x.ndim},
+            "log_softmax": x - x.max(axis=axis, keepdims=True) - np.log(rowwise.sum(axis=axis, keepdims=True)),
+            "sum_without_keepdims": _no_keepdims(x, axis),
+            # the maximum without keepdims, the sum with or without
+            **{Known("max_without_keepdims"): _no_keepdims(x, axis, False, kept) for kept in (True, False)},
         }
-        low = np.exp(x - x.min(axis=axis, keepdims=True))
-        middle = np.exp(x - x.mean(axis=axis, keepdims=True))
-        wrong["subtracted_min"] = low / low.sum(axis=axis, keepdims=True)
-        wrong["subtracted_mean"] = middle / middle.sum(axis=axis, keepdims=True)
-        for used in range(x.ndim):
-            if used != axis % x.ndim:
-                wrong[Known("axis_ignored", used=used, axis=axis)] = softmax(x, axis=used)
-        wrong["log_softmax"] = x - x.max(axis=axis, keepdims=True) - np.log(rowwise.sum(axis=axis, keepdims=True))
-        wrong["sum_without_keepdims"] = _no_keepdims(x, axis)
-        for sum_kept in (True, False):  # the maximum without keepdims, the sum with or without
-            wrong[Known("max_without_keepdims")] = _no_keepdims(x, axis, max_kept=False, sum_kept=sum_kept)
-    return wrong
 
 
 @exercise("softmax", notebook="02_attention", defines="softmax",
@@ -122,13 +118,11 @@ def check_softmax(softmax_fn: Callable) -> str:
 
 
 def _drawn_softmax_case(rng: np.random.Generator) -> tuple[str, np.ndarray, dict]:
-    """A 3-D input of drawn sizes and values, along a drawn axis (when grading)."""
     shape = tuple(int(n) for n in rng.integers(2, 7, size=3))
     axis = int(rng.integers(-3, 3))
     return "x".join(map(str, shape)), rng.normal(scale=3.0, size=shape), {"axis": axis}
 
 
-# ----------------------------------------------------------------------------- attention
 ATTENTION_MISTAKES = {
     "not_scaled": "you forgot to divide the scores by sqrt(d_k): the weights are softmax(Q K^T / sqrt(d_k)).",
     "divided_by_d_k": "you divided by d_k instead of sqrt(d_k): the scale is 1 / sqrt(d_k) (= 1/8 for d_k = 64).",
@@ -174,11 +168,8 @@ ATTENTION_MISTAKES = {
 def attention_cases() -> list[tuple[str, tuple, Any]]:
     """(description, (Q, K, V), mask) for scaled_dot_product_attention, in the order they are tried.
 
-    The first is 2-D with L_q, L_k, d_k and d_v all different, so that each wrong scale (sqrt(L_k),
-    sqrt(d_v), a d_k read from the wrong axis) shows at once; an untransposed K crashes there. The
-    second is 2-D with L_k = d_k, where an untransposed K runs: the check tries it when the first
-    crashes, so that mistake gets its own hint. The last has scaled scores of several hundred (up to
-    about 2000), where exp overflows: only a stable softmax gets it right.
+    First 2-D with L_q, L_k, d_k, d_v all different (each wrong scale shows; Q K crashes), then 2-D with
+    L_k = d_k (where Q K runs, tried after that crash), ..., last scores up to about 2000 (exp overflows).
     """
     rng = np.random.default_rng(30)
     q0, k0, v0 = rng.normal(size=(3, 4)) * 2, rng.normal(size=(6, 4)) * 2, rng.normal(size=(6, 5))
@@ -207,45 +198,33 @@ def attention_cases() -> list[tuple[str, tuple, Any]]:
 
 def wrong_attentions(Q: np.ndarray, K: np.ndarray, V: np.ndarray, mask: Any) -> dict:
     """The usual wrong attentions: mistake code -> the (output, weights) pair it produces."""
-    d_k, d_v = Q.shape[-1], V.shape[-1]
+    d_k, d_v, l_k = Q.shape[-1], V.shape[-1], K.shape[-2]
     raw = Q @ np.swapaxes(K, -1, -2)
-    wrong: dict = {}
-
-    def add(code: Any, weights: np.ndarray) -> None:
-        wrong[code] = (weights @ V, weights)
-
-    def masked(scores: np.ndarray) -> np.ndarray:
-        return masked_softmax(scores, mask)
-
+    divisors: dict = {"not_scaled": 1.0, "divided_by_d_k": d_k, "multiplied_by_sqrt_d_k": 1 / math.sqrt(d_k)}
+    if d_v != d_k:
+        divisors["scaled_by_sqrt_d_v"] = math.sqrt(d_v)
+    if l_k != d_k:
+        divisors["scaled_by_sqrt_l_k"] = math.sqrt(l_k)
+    for axis, size in enumerate(Q.shape[:-1]):  # d_k read from another axis of Q (L_q, batch or heads)
+        if size not in (1, d_k, d_v, l_k):
+            divisors[Known("d_k_wrong_axis", axis=axis, size=size, d_k=d_k)] = math.sqrt(size)
     with np.errstate(all="ignore"):
         scores = raw / math.sqrt(d_k)
         filled = scores if mask is None else np.where(mask, scores, -np.inf)
-        add("not_scaled", masked(raw))
-        add("divided_by_d_k", masked(raw / d_k))
-        add("multiplied_by_sqrt_d_k", masked(raw * math.sqrt(d_k)))
-        if d_v != d_k:
-            add("scaled_by_sqrt_d_v", masked(raw / math.sqrt(d_v)))
-        if K.shape[-2] != d_k:
-            add("scaled_by_sqrt_l_k", masked(raw / math.sqrt(K.shape[-2])))
-        for axis, size in enumerate(Q.shape[:-1]):  # d_k read from another axis of Q (L_q, batch or heads)
-            if size not in (1, d_k, d_v, K.shape[-2]):
-                add(Known("d_k_wrong_axis", axis=axis, size=size, d_k=d_k), masked(raw / math.sqrt(size)))
-        e = np.exp(filled - np.max(filled, axis=-2, keepdims=True))
-        add("softmax_wrong_axis", e / e.sum(axis=-2, keepdims=True))
-        if K.shape[-2] == K.shape[-1]:  # only then does Q @ K run without the transpose
-            add("k_not_transposed", masked(Q @ K / math.sqrt(d_k)))
-        add("softmax_overflows", _naive_softmax(filled))
+        weights = {code: masked_softmax(raw / divisor, mask) for code, divisor in divisors.items()}
+        weights["softmax_wrong_axis"] = softmax(filled, axis=-2)
+        if l_k == d_k:  # only then does Q @ K run without the transpose
+            weights["k_not_transposed"] = masked_softmax(Q @ K / math.sqrt(d_k), mask)
+        weights["softmax_overflows"] = _naive_softmax(filled)
         if mask is not None:
-            add("mask_after_softmax", softmax(scores, axis=-1) * mask)
-            add("mask_ignored", softmax(scores, axis=-1))
-            add("mask_inverted", masked_softmax(scores, ~np.broadcast_to(mask, scores.shape)))
-            add("scores_multiplied_by_mask", softmax(scores * mask, axis=-1))
-    return wrong
+            weights.update({"mask_after_softmax": softmax(scores) * mask, "mask_ignored": softmax(scores),
+                            "mask_inverted": masked_softmax(scores, ~np.broadcast_to(mask, scores.shape)),
+                            "scores_multiplied_by_mask": softmax(scores * mask)})
+        return {code: (w @ V, w) for code, w in weights.items()}
 
 
 def _untransposed_k_on_square_keys(attention_fn: Callable, case: tuple) -> None:
-    """After a crash on the first case, where K is (L_k, d_k) with L_k != d_k: raise k_not_transposed when the
-    answer equals Q K / sqrt(d_k) on keys with L_k = d_k, where it runs."""
+    """After a crash on keys with L_k != d_k: raise k_not_transposed if the answer is Q K on keys with L_k = d_k."""
     _, (Q, K, V), mask = case
     try:
         output, weights = output_and_weights(call(attention_fn, Q.copy(), K.copy(), V.copy()), "")
@@ -255,7 +234,6 @@ def _untransposed_k_on_square_keys(attention_fn: Callable, case: tuple) -> None:
 
 
 def _drawn_attention_case(rng: np.random.Generator) -> tuple[str, tuple, Any]:
-    """A batched, masked case of drawn sizes and values (when grading)."""
     b, lq, lk, dk, dv = (int(n) for n in rng.integers(2, 8, size=5))
     q, k, v = rng.normal(size=(b, lq, dk)), rng.normal(size=(b, lk, dk)), rng.normal(size=(b, lk, dv))
     mask = rng.random((b, lq, lk)) > 0.4
@@ -277,7 +255,6 @@ def check_scaled_dot_product_attention(attention_fn: Callable) -> str:
     cases = attention_cases()
     cases = graded(cases[:-1], _drawn_attention_case) + cases[-1:]  # the large scores stay last
     for number, (description, (Q, K, V), mask) in enumerate(cases):
-        large = number == len(cases) - 1
         what = f"scaled_dot_product_attention(<{description}>)"
         args = (Q.copy(), K.copy(), V.copy()) + (() if mask is None else (mask.copy(),))
         try:
@@ -294,7 +271,8 @@ def check_scaled_dot_product_attention(attention_fn: Callable) -> str:
             raise Known("output_weights_swapped", what=what)
         if weights.ndim >= 2 and same((output, np.swapaxes(weights, -1, -2)), (expected_out, expected_w)):
             raise Known("weights_transposed", what=what)
-        expect_shape(weights, expected_w.shape, tr("harness:part_weights", "{what}: weights", what=what),
+        part_w = tr("harness:part_weights", "{what}: weights", what=what)
+        expect_shape(weights, expected_w.shape, part_w,
                      tr("scaled_dot_product_attention:weights_shape", "The weights are (..., L_q, L_k)."))
         expect_shape(output, expected_out.shape, tr("harness:part_output", "{what}: output", what=what),
                      tr("scaled_dot_product_attention:output_shape", "The output is (..., L_q, d_v)."))
@@ -303,20 +281,16 @@ def check_scaled_dot_product_attention(attention_fn: Callable) -> str:
             passed_batched = passed_batched or Q.ndim > 2
             continue
         match_known((output, weights), wrong_attentions(Q, K, V, mask))
-        if large and not np.isfinite(weights).all():  # right on small scores, NaN or inf on large ones
+        if number == len(cases) - 1 and not np.isfinite(weights).all():  # right on small scores, not on large
             raise Known("softmax_overflows")
         if passed_2d and not passed_batched:
             raise Known("batched_axes_wrong", what=what)
-        expect_finite(weights, tr("harness:part_weights", "{what}: weights", what=what))
+        expect_finite(weights, part_w)
         if not np.allclose(weights.sum(axis=-1), 1.0):
             row_sum = weights.reshape(-1, weights.shape[-1])[0].sum()
             raise Known("rows_do_not_sum_to_one", what=what, row_sum=f"{row_sum:.4f}")
         if same(weights, expected_w):
             raise Known("output_not_weights_at_v", what=what, difference=first_difference(output, expected_out))
-        compare(weights, expected_w, {}, tr("harness:part_weights", "{what}: weights", what=what))
+        compare(weights, expected_w, {}, part_w)
     return tr("scaled_dot_product_attention:checked",
               "Checked 2-D, batched, 4-D masked inputs and scores of about 2000.")
-
-
-__all__ = ["ATTENTION_MISTAKES", "SOFTMAX_MISTAKES", "attention_cases", "check_scaled_dot_product_attention",
-           "check_softmax", "softmax_cases", "wrong_attentions", "wrong_softmaxes"]

@@ -1,11 +1,8 @@
 """Check for notebook 03's torch exercise: the forward of a MultiHeadAttention module.
 
-The student's class keeps the constructor of the reference ``helpers.multi_head.MultiHeadAttention``
-(projections w_q, w_k, w_v, w_o, dropout, attention_weights) and writes
-``forward(query, key, value, mask=None) -> output (batch, L_q, d_model)``. The check loads the
-reference's weights into the student's module, then compares, in eval mode and in train mode under a
-fixed seed: the output (with nn.MultiheadAttention and with the reference), the stored
-attention_weights, the gradients of the inputs and the parameters, and that the inputs are unchanged.
+The student's forward(query, key, value, mask=None) runs with the reference's weights, in eval and train mode
+under a fixed seed; its output, stored attention_weights, gradients and untouched inputs are compared with
+the reference (itself compared with nn.MultiheadAttention).
 """
 
 from __future__ import annotations
@@ -70,39 +67,32 @@ MODULE_MISTAKES = {
 DROPOUT = 0.5
 _STATIC = ("helpers.multi_head.MultiHeadAttention", "torch.nn.MultiheadAttention",
            "torch.nn.functional.scaled_dot_product_attention", "torch.nn.functional.multi_head_attention_forward")
+_LINEARS = ("w_q", "w_k", "w_v", "w_o")
 
 
-# ----------------------------------------------------------------------------- cases
+def _case(gen: torch.Generator, device: str | torch.device, h: int, d_k: int, batch: int, l_q: int, l_k: int,
+          masked: bool = True) -> dict:
+    """A float64 cross-attention case drawn from gen, on device; its mask fully masks query 1 of batch 0."""
+    query, key, value = (torch.randn(batch, length, h * d_k, generator=gen, dtype=torch.float64).to(device)
+                         for length in (l_q, l_k, l_k))
+    mask = None
+    if masked:
+        mask = torch.rand(batch, 1, l_q, l_k, generator=gen) > 0.4
+        mask[..., 0], mask[..., -1] = True, False
+        mask[0, :, 1, :] = False  # a query that may attend to nothing
+        mask = mask.to(device)
+    return dict(d_model=h * d_k, h=h, query=query, key=key, value=value, mask=mask)
+
+
 def module_cases(device: str | torch.device = "cpu") -> list[dict]:
-    """Cross-attention cases (L_q != L_k): no mask with h = 2, then h = 4 with a mask whose query row 1
-    is fully masked in batch element 0. float64 on `device`, the mask made on the same device."""
+    """Cross-attention cases (L_q != L_k): no mask with h = 2, then h = 4 with a mask and a fully masked query."""
     gen = torch.Generator().manual_seed(60)
-    cases = []
-    for d_model, h, batch, l_q, l_k, masked in ((8, 2, 2, 3, 5, False), (16, 4, 3, 4, 6, True)):
-        query, key, value = (torch.randn(batch, length, d_model, generator=gen, dtype=torch.float64)
-                             for length in (l_q, l_k, l_k))
-        mask = None
-        if masked:
-            mask = torch.rand(batch, 1, l_q, l_k, generator=gen) > 0.4
-            mask[..., 0] = True
-            mask[..., -1] = False
-            mask[0, :, 1, :] = False  # a query that may attend to nothing
-        cases.append(dict(d_model=d_model, h=h, query=query.to(device), key=key.to(device), value=value.to(device),
-                          mask=None if mask is None else mask.to(device)))
-    return cases
+    return [_case(gen, device, 2, 4, 2, 3, 5, masked=False), _case(gen, device, 4, 4, 3, 4, 6)]
 
 
 def _drawn_case(rng: np.random.Generator, device: str | torch.device) -> dict:
-    """A masked cross-attention case of drawn sizes and seed, like the second of module_cases (when grading)."""
     gen = torch.Generator().manual_seed(int(rng.integers(2 ** 31)))
-    h, d_k, batch, l_q, l_k = (int(n) for n in rng.integers(2, 6, size=5))
-    query, key, value = (torch.randn(batch, length, h * d_k, generator=gen, dtype=torch.float64)
-                         for length in (l_q, l_k, l_k))
-    mask = torch.rand(batch, 1, l_q, l_k, generator=gen) > 0.4
-    mask[..., 0], mask[..., -1] = True, False
-    mask[0, :, 1, :] = False  # a query that may attend to nothing
-    return dict(d_model=h * d_k, h=h, query=query.to(device), key=key.to(device), value=value.to(device),
-                mask=mask.to(device))
+    return _case(gen, device, *(int(n) for n in rng.integers(2, 6, size=5)))
 
 
 def _label(case: dict) -> str:
@@ -112,14 +102,11 @@ def _label(case: dict) -> str:
             f"{tuple(case['query'].shape)}, key/value {tuple(case['key'].shape)}{mask})")
 
 
-# ----------------------------------------------------------------------------- the usual wrong forwards
 def attend(m: nn.Module, query: torch.Tensor, key: torch.Tensor, value: torch.Tensor, mask: torch.Tensor | None, *,
            scale: str = "d_k", mask_inverted: bool = False, ignore_mask: bool = False, softmax_dim: int = -1,
            split_transposed: bool = True, combine_transposed: bool = True, fill: str = "finite_then_zero",
            dropout: str = "weights", use_w_o: bool = True) -> tuple[torch.Tensor, torch.Tensor]:
-    """A forward of m (reference weights) with one option changed: (output, weights before dropout).
-
-    With the defaults it computes what the reference computes; each option is one usual mistake."""
+    """(output, weights before dropout) of m's forward: the reference's with the defaults, each option a mistake."""
     batch, l_q, d_model = query.shape
     h, d_k = m.num_heads, d_model // m.num_heads
 
@@ -131,16 +118,13 @@ def attend(m: nn.Module, query: torch.Tensor, key: torch.Tensor, value: torch.Te
     q, k, v = split(m.w_q(query)), split(m.w_k(key)), split(m.w_v(value))
     divisor = {"d_k": math.sqrt(d_k), "d_model": math.sqrt(d_model), "none": 1.0}[scale]
     scores = q @ k.transpose(-2, -1) / divisor  # (batch, h, L_q, L_k)
-    if mask is None or ignore_mask:
-        weights = torch.softmax(scores, dim=softmax_dim)
-    else:
+    weights = torch.softmax(scores, dim=softmax_dim)
+    if mask is not None and not ignore_mask:
         blocked = mask if mask_inverted else ~mask
-        if fill == "neg_inf":
-            weights = torch.softmax(scores.masked_fill(blocked, float("-inf")), dim=softmax_dim)
-        else:
-            weights = torch.softmax(scores.masked_fill(blocked, torch.finfo(scores.dtype).min), dim=softmax_dim)
-            if fill == "finite_then_zero":
-                weights = weights.masked_fill(blocked, 0.0)
+        filler = float("-inf") if fill == "neg_inf" else torch.finfo(scores.dtype).min
+        weights = torch.softmax(scores.masked_fill(blocked, filler), dim=softmax_dim)
+        if fill == "finite_then_zero":
+            weights = weights.masked_fill(blocked, 0.0)
     p = m.dropout.p
     dropped = F.dropout(weights, p, m.training) if dropout == "weights" else weights
     heads = dropped @ v  # (batch, h, L_q, d_k)
@@ -171,7 +155,6 @@ def wrong_forwards(m: nn.Module, case: dict) -> dict[Any, dict]:
     return wrong
 
 
-# ----------------------------------------------------------------------------- running both modules
 def _np(t: torch.Tensor) -> np.ndarray:
     return t.detach().cpu().numpy().astype(np.float64)
 
@@ -183,35 +166,25 @@ def _build(cls: type, case: dict, seed: int) -> tuple[nn.Module, Reference]:
     student = call(cls, case["d_model"], case["h"], DROPOUT)
     if not isinstance(student, nn.Module):
         raise Known("not_a_class", kind=type(student).__name__)
-    with torch.no_grad():
-        for name in ("w_q", "w_k", "w_v", "w_o"):
-            linear = getattr(student, name, None)
-            if not isinstance(linear, nn.Linear) or tuple(linear.weight.shape) != (case["d_model"],) * 2:
-                raise Known("projection_missing", name=name)
+    for name in _LINEARS:
+        linear = getattr(student, name, None)
+        if not isinstance(linear, nn.Linear) or tuple(linear.weight.shape) != (case["d_model"],) * 2:
+            raise Known("projection_missing", name=name)
     student = student.double().to(case["query"].device)
     with torch.no_grad():
-        for name in ("w_q", "w_k", "w_v", "w_o"):
-            getattr(student, name).weight.copy_(getattr(reference, name).weight)
-            getattr(student, name).bias.copy_(getattr(reference, name).bias)
+        for name in _LINEARS:
+            for kind in ("weight", "bias"):
+                getattr(getattr(student, name), kind).copy_(getattr(getattr(reference, name), kind))
     return student, reference
 
 
-def _inputs(case: dict) -> tuple[list[torch.Tensor], torch.Tensor | None]:
-    """Fresh leaf copies of query, key, value (requiring grad) and of the mask."""
+def _forward(module: nn.Module, case: dict, seed: int, student: bool) -> tuple[list, torch.Tensor | None, Any]:
+    """Fresh leaf copies of query, key, value (requiring grad) and of the mask, and the seeded forward on them."""
     tensors = [case[name].detach().clone().requires_grad_(True) for name in ("query", "key", "value")]
-    return tensors, None if case["mask"] is None else case["mask"].clone()
-
-
-def _forward(module: nn.Module, tensors: list, mask: torch.Tensor | None, seed: int, student: bool) -> Any:
+    mask = None if case["mask"] is None else case["mask"].clone()
     torch.manual_seed(seed)
     args = tensors + ([] if mask is None else [mask])
-    return call(module.forward, *args) if student else module(*args)  # forward: the message names it
-
-
-def _projection(shape: tuple, device: Any) -> torch.Tensor:
-    """A fixed random direction: the backward of (output * projection).sum() tests every gradient."""
-    gen = torch.Generator().manual_seed(61)
-    return torch.randn(shape, generator=gen, dtype=torch.float64).to(device)
+    return tensors, mask, call(module.forward, *args) if student else module(*args)  # forward: the message names it
 
 
 def _check_nn_multihead(reference: Reference, case: dict, expected: torch.Tensor) -> None:
@@ -254,18 +227,10 @@ def _check_weights(student: nn.Module, reference: Reference, wrong_weights: dict
     compare(actual, expected, wrong_weights, where)
 
 
-def _check_inputs_unchanged(tensors: list, mask: Any, case: dict) -> None:
-    for name, tensor in zip(("query", "key", "value"), tensors):
-        if not torch.equal(tensor.detach(), case[name]):
-            raise Known("changed_input", name=name)
-    if mask is not None and not torch.equal(mask, case["mask"]):
-        raise Known("changed_input", name="mask")
-
-
 def _check_gradients(student: nn.Module, reference: Reference, tensors: list, ref_tensors: list) -> None:
     named = [(name, t, r) for name, t, r in zip(("query", "key", "value"), tensors, ref_tensors)]
     named += [(f"{layer}.{kind}", getattr(getattr(student, layer), kind), getattr(getattr(reference, layer), kind))
-              for layer in ("w_q", "w_k", "w_v", "w_o") for kind in ("weight", "bias")]
+              for layer in _LINEARS for kind in ("weight", "bias")]
     for name, mine, theirs in named:
         expected = _np(theirs.grad)
         if mine.grad is None or (not mine.grad.any() and np.abs(expected).max() > 1e-9):
@@ -280,13 +245,13 @@ def _run_case(cls: type, case: dict, train: bool, seed: int) -> None:
         nn.Module.train(module, train)
     what = _label(case) + (tr("multi_head_attention_module:train_mode", " in train mode (dropout {p})", p=DROPOUT)
                            if train else "")
-    ref_tensors, ref_mask = _inputs(case)  # the reference runs on copies made before the student's call
-    expected = _forward(reference, ref_tensors, ref_mask, seed, student=False)
+    ref_tensors, ref_mask, expected = _forward(reference, case, seed, student=False)  # before the student's call
     if not train:
         _check_nn_multihead(reference, case, expected)
-    tensors, mask = _inputs(case)
-    result = _forward(student, tensors, mask, seed, student=True)
-    _check_inputs_unchanged(tensors, mask, case)
+    tensors, mask, result = _forward(student, case, seed, student=True)
+    for name, given in zip(("query", "key", "value", "mask"), [*tensors, mask]):
+        if given is not None and not torch.equal(given.detach(), case[name]):
+            raise Known("changed_input", name=name)
     output = _output(result, what, tuple(expected.shape))
     if not same(output, _np(expected)):
         wrong = {}
@@ -300,7 +265,8 @@ def _run_case(cls: type, case: dict, train: bool, seed: int) -> None:
     with torch.no_grad():
         dropped_weights = F.dropout(reference.attention_weights, DROPOUT, train)
     _check_weights(student, reference, {"weights_after_dropout": _np(dropped_weights)} if train else {}, what)
-    projection = _projection(tuple(expected.shape), expected.device)
+    gen = torch.Generator().manual_seed(61)  # a fixed direction: (output * projection).sum() tests every gradient
+    projection = torch.randn(expected.shape, generator=gen, dtype=torch.float64).to(expected.device)
     (expected * projection).sum().backward()
 
     def backward() -> None:  # the student's graph: a crash in it is reported like one in forward
@@ -328,7 +294,3 @@ def check_multi_head_attention_module(MultiHeadAttentionClass: Any) -> str:
                 _run_case(MultiHeadAttentionClass, case, train, seed=70 + index)
     return tr("multi_head_attention_module:checked", "Checked h = 2 and h = 4 with L_q != L_k, a fully masked "
               "query row, and the gradients of the inputs and of the parameters.")
-
-
-__all__ = ["MODULE_MISTAKES", "attend", "check_multi_head_attention_module", "module_cases", "wrong_forwards"]
-

@@ -12,11 +12,10 @@ from torch import nn
 from ..i18n import tr
 from ..masking import decoder_mask, padding_mask
 from ..transformer import DecoderLayer
-from .harness import Known, Mistake, exercise, expect_finite, expect_shape, first_difference, graded, same
-from .layers import _DROPOUT_ON_SUM, _MASK_INVERTED, _MISSING_NORM, _NO_DROPOUT, _build_pair, _compare_in_training, \
-    _layer_setup_mistakes, _match_layer
-from .torch_compare import D_MODEL, _as_class, _np, compare_gradients, reference_gradients, reference_output, \
-    same_in_eval_mode, student_output
+from .harness import Known, exercise, graded
+from .layers import _DROPOUT_ON_SUM, _MASK_INVERTED, _MISSING_NORM, _NO_DROPOUT, _build_pair, _compare_layer, \
+    _layer_setup_mistakes, _stack
+from .torch_compare import D_MODEL, _as_class, seeded_outputs
 
 DECODER_MISTAKES = {
     # post-norm (norm_first=False)
@@ -83,79 +82,55 @@ def wrong_decoder_outputs(layer: DecoderLayer, x: torch.Tensor, memory: torch.Te
     The post-norm mistakes for a layer with norm_first=False, the pre-norm ones for norm_first=True.
     Some mistakes (K and V from the decoder) only give an output when L_tgt == L_src: call it so.
     """
-    n1, n2, n3, ff = layer.norm1, layer.norm2, layer.norm3, layer.ff
+    n1, n2, n3, ff, identity = layer.norm1, layer.norm2, layer.norm3, layer.ff, nn.Identity()
 
-    def sa(q: torch.Tensor, m: torch.Tensor | None = tgt_mask) -> torch.Tensor:
-        return layer.self_attn(q, q, q, m)
+    def sa(m: torch.Tensor | None = tgt_mask) -> Callable:
+        return lambda h: layer.self_attn(h, h, h, m)
 
-    def ca(q: torch.Tensor, kv: torch.Tensor = memory, m: torch.Tensor | None = memory_mask) -> torch.Tensor:
-        return layer.cross_attn(q, kv, kv, m)
+    def ca(q: Callable = lambda h: h, kv: Callable = lambda h: memory, m: torch.Tensor | None = memory_mask):
+        return lambda h: layer.cross_attn(q(h), kv(h), kv(h), m)
 
-    def post(h1: torch.Tensor, cross: Callable = ca) -> torch.Tensor:  # the correct 2nd and 3rd sub-layers
-        h2 = n2(h1 + cross(h1))
-        return n3(h2 + ff(h2))
-
-    def pre(h1: torch.Tensor, cross: Callable = ca) -> torch.Tensor:  # the correct pre-norm 2nd and 3rd sub-layers
-        h2 = h1 + cross(n2(h1))
-        return h2 + ff(n3(h2))
-
-    def last(h2: torch.Tensor) -> torch.Tensor:  # the correct post-norm feed-forward sub-layer
-        return n3(h2 + ff(h2))
+    def run(subs: tuple = (sa(), ca(), ff), norms: tuple = (n1, n2, n3), post: bool = not layer.norm_first,
+            **bugs: Any) -> Callable[[], torch.Tensor]:
+        return lambda: _stack(x, subs, norms, post, **bugs)
 
     padding_only = tgt_mask[..., -1:, :]  # the last query row of the causal mask hides nothing: the padding alone
-    inverted = {Known("mask_inverted", which="tgt_mask"): (~tgt_mask, memory_mask),
-                Known("mask_inverted", which="memory_mask"): (tgt_mask, ~memory_mask),
-                Known("mask_inverted", which=tr("decoder_layer:both_masks", "each mask")): (~tgt_mask, ~memory_mask)}
-
-    post_norm: dict[Any, Callable[[], torch.Tensor]] = {
-        "no_causal_mask": lambda: post(n1(x + sa(x, None))),
-        Known("no_causal_mask"): lambda: post(n1(x + sa(x, padding_only))),
-        "kv_from_decoder": lambda: post(n1(x + sa(x)), lambda h: ca(h, h)),
-        "q_from_memory": lambda: (lambda h1: last(n2(h1 + layer.cross_attn(memory, h1, h1, memory_mask))))(
-            n1(x + sa(x))),
-        "no_memory_mask": lambda: post(n1(x + sa(x)), lambda h: ca(h, memory, None)),
-        "masks_swapped": lambda: post(n1(x + sa(x, memory_mask)), lambda h: ca(h, memory, tgt_mask)),
-        "cross_attn_reads_input": lambda: (lambda h1: last(n2(h1 + ca(x))))(n1(x + sa(x))),
-        "sublayers_out_of_order": lambda: (lambda h1: last(n2(h1 + sa(h1))))(n1(x + ca(x))),
-        Known("sublayers_out_of_order"): lambda: (lambda h1: (lambda h2: n3(h2 + ca(h2)))(n2(h1 + ff(h1))))(
-            n1(x + sa(x))),
-        "no_residual_self_attention": lambda: post(n1(sa(x))),
-        "no_residual_cross_attention": lambda: last(n2(ca(n1(x + sa(x))))),
-        "no_residual_ff": lambda: (lambda h1: n3(ff(n2(h1 + ca(h1)))))(n1(x + sa(x))),
-        "no_residuals": lambda: n3(ff(n2(ca(n1(sa(x)))))),
-        "pre_norm_instead_of_post": lambda: pre(x + sa(n1(x))),
-        "norm_before_residual": lambda: (lambda h1: (lambda h2: h2 + n3(ff(h2)))(h1 + n2(ca(h1))))(x + n1(sa(x))),
-        "norms_mixed_up": lambda: (lambda h1: (lambda h2: n1(h2 + ff(h2)))(n3(h1 + ca(h1))))(n2(x + sa(x))),
-        "no_feed_forward": lambda: (lambda h1: n2(h1 + ca(h1)))(n1(x + sa(x))),
+    pre = "_pre_norm" if layer.norm_first else ""  # the codes of mistakes made in both branches, told apart
+    make: dict[Any, Callable[[], torch.Tensor]] = {
+        f"no_causal_mask{pre}": run(subs=(sa(None), ca(), ff)),
+        Known(f"no_causal_mask{pre}"): run(subs=(sa(padding_only), ca(), ff)),
+        f"kv_from_decoder{pre}": run(subs=(sa(), ca(kv=lambda h: h), ff)),
+        f"no_memory_mask{pre}": run(subs=(sa(), ca(m=None), ff)),
+        f"no_residuals{pre}": run(residual=(False, False, False)),
+        f"norms_mixed_up{pre}": run(norms=(n2, n3, n1)),
     }
-    pre_norm: dict[Any, Callable[[], torch.Tensor]] = {
-        "post_norm_instead_of_pre": lambda: post(n1(x + sa(x))),
-        "no_causal_mask_pre_norm": lambda: pre(x + sa(n1(x), None)),
-        Known("no_causal_mask_pre_norm"): lambda: pre(x + sa(n1(x), padding_only)),
-        Known("missing_norm_pre_norm", norm="norm1"): lambda: pre(x + sa(x)),
-        Known("missing_norm_pre_norm", norm="norm2"): lambda: (lambda h1: (lambda h2: h2 + ff(n3(h2)))(h1 + ca(h1)))(
-            x + sa(n1(x))),
-        Known("missing_norm_pre_norm", norm="norm3"): lambda: (lambda h1: (lambda h2: h2 + ff(h2))(h1 + ca(n2(h1))))(
-            x + sa(n1(x))),
-        "kv_from_decoder_pre_norm": lambda: pre(x + sa(n1(x)), lambda h: ca(h, h)),
-        "residual_from_normed": lambda: (lambda h1: (lambda h2: n3(h2) + ff(n3(h2)))(n2(h1) + ca(n2(h1))))(
-            n1(x) + sa(n1(x))),
-        "no_residuals_pre_norm": lambda: ff(n3(ca(n2(sa(n1(x)))))),
-        "no_memory_mask_pre_norm": lambda: pre(x + sa(n1(x)), lambda h: ca(h, memory, None)),
-        "norms_mixed_up_pre_norm": lambda: (lambda h1: (lambda h2: h2 + ff(n1(h2)))(h1 + ca(n3(h1))))(x + sa(n2(x))),
-        "memory_normalised": lambda: pre(x + sa(n1(x)), lambda h: ca(h, n2(memory))),
-    }
-    for key, (own, cross) in inverted.items():
-        post_norm[key] = lambda own=own, cross=cross: post(n1(x + sa(x, own)), lambda h: ca(h, memory, cross))
-        pre_norm[key] = lambda own=own, cross=cross: pre(x + sa(n1(x), own), lambda h: ca(h, memory, cross))
-    out = {}
-    with torch.no_grad():
-        for key, make in (pre_norm if layer.norm_first else post_norm).items():
-            try:
-                out[key] = _np(make())
-            except Exception:  # noqa: BLE001 - a mistake that cannot run at these shapes
-                continue
-    return out
+    if not layer.norm_first:
+        make.update({
+            "q_from_memory": run(subs=(sa(), ca(q=lambda h: memory, kv=lambda h: h), ff)),
+            "masks_swapped": run(subs=(sa(memory_mask), ca(m=tgt_mask), ff)),
+            "cross_attn_reads_input": run(subs=(sa(), ca(q=lambda h: x), ff)),
+            "sublayers_out_of_order": run(subs=(ca(), sa(), ff)),
+            Known("sublayers_out_of_order"): run(subs=(sa(), ff, ca())),
+            "no_residual_self_attention": run(residual=(False, True, True)),
+            "no_residual_cross_attention": run(residual=(True, False, True)),
+            "no_residual_ff": run(residual=(True, True, False)),
+            "pre_norm_instead_of_post": run(post=False),
+            "norm_before_residual": run(norm_before_residual=True),
+            "no_feed_forward": run(subs=(sa(), ca())),
+        })
+    else:
+        make.update({
+            "post_norm_instead_of_pre": run(post=True),
+            Known("missing_norm_pre_norm", norm="norm1"): run(norms=(identity, n2, n3)),
+            Known("missing_norm_pre_norm", norm="norm2"): run(norms=(n1, identity, n3)),
+            Known("missing_norm_pre_norm", norm="norm3"): run(norms=(n1, n2, identity)),
+            "residual_from_normed": run(from_normed=True),
+            "memory_normalised": run(subs=(sa(), ca(kv=lambda h: n2(memory)), ff)),
+        })
+    for which, own, cross in (("tgt_mask", ~tgt_mask, memory_mask), ("memory_mask", tgt_mask, ~memory_mask),
+                              (tr("decoder_layer:both_masks", "each mask"), ~tgt_mask, ~memory_mask)):
+        make[Known("mask_inverted", which=which)] = run(subs=(sa(own), ca(m=cross), ff))
+    return seeded_outputs(make)
 
 
 def _decoder_inputs(l_tgt: int, l_src: int, seed: int):
@@ -180,47 +155,22 @@ def check_decoder_layer(DecoderLayerClass: Any) -> str:
     """Check the forward pass of a student's DecoderLayer class against helpers.DecoderLayer: the output in eval mode,
     its gradients, and the output in training mode with the reference's random numbers, post-norm and pre-norm."""
     cls = _as_class(DecoderLayerClass)
-    names = ("x", "memory", "tgt_mask", "memory_mask")
     for norm_first in (False, True):
         name = "pre-norm" if norm_first else "post-norm"
         student, reference = _build_pair(cls, DecoderLayer, norm_first, seed=21 + norm_first)
         # First L_tgt == L_src, so that every mistake still runs and can be recognised; then L_tgt != L_src.
         for l_tgt, l_src, seed in graded([(6, 6, 66), (4, 7, 47)], lambda rng: (
                 int(rng.integers(2, 9)), int(rng.integers(3, 10)), int(rng.integers(2 ** 31)))):
-            args = _decoder_inputs(l_tgt, l_src, seed=seed)
-            x, memory, tgt_mask, memory_mask = args
+            x, memory, tgt_mask, memory_mask = args = _decoder_inputs(l_tgt, l_src, seed=seed)
             what = (f"DecoderLayer(norm_first={norm_first}).forward(x, memory, tgt_mask, memory_mask) "
                     f"with L_tgt={l_tgt}, L_src={l_src}")
-            out = student_output(student, args, names, what)
-            expect_shape(out, tuple(x.shape), what,
-                         tr("decoder_layer:shape_hint", "The output has the decoder's shape (batch, L_tgt, d_model)."))
-            expect_finite(out, what)
-            expected = reference_output(reference, args)
-            if not same(out, expected):
-                same_in_eval_mode(student, args, names, what, out)
-                _match_layer(out, wrong_decoder_outputs(reference, x, memory, tgt_mask, memory_mask), what)
-                _future_leak(student, x, memory, tgt_mask, memory_mask, what)
-                raise Mistake(tr("decoder_layer:differs", "{what} ({name}) differs from the reference: {difference}.",
-                                 what=what, name=name, difference=first_difference(out, expected)))
-            grads = {0: "x", 1: "memory"}
-            compare_gradients(student, student, args, grads, reference_gradients(reference, reference, args, grads),
-                              what)
-        _compare_in_training(student, reference, args, names, what, [
-            lambda h, r=reference: r.self_attn(h, h, h, tgt_mask),
-            lambda h, r=reference: r.cross_attn(h, memory, memory, memory_mask), reference.ff])
+            _compare_layer(
+                student, reference, args, ("x", "memory", "tgt_mask", "memory_mask"), what,
+                tr("decoder_layer:shape_hint", "The output has the decoder's shape (batch, L_tgt, d_model)."),
+                lambda: wrong_decoder_outputs(reference, x, memory, tgt_mask, memory_mask),
+                ((slice(None), -1), (slice(None), slice(None, -1)), "future_leak"),  # the last target position
+                lambda difference: tr("decoder_layer:differs", "{what} ({name}) differs from the reference: "
+                                      "{difference}.", what=what, name=name, difference=difference),
+                [lambda h, r=reference: r.self_attn(h, h, h, tgt_mask),
+                 lambda h, r=reference: r.cross_attn(h, memory, memory, memory_mask), reference.ff])
     return ""
-
-
-def _future_leak(layer: nn.Module, x: torch.Tensor, memory: torch.Tensor, tgt_mask: torch.Tensor,
-                 memory_mask: torch.Tensor, what: str) -> None:
-    """Changing the last target position must not change the outputs of the earlier ones."""
-    changed = x.clone()
-    changed[:, -1] += 3.0
-    names = ("x", "memory", "tgt_mask", "memory_mask")
-    a = student_output(layer, (x, memory, tgt_mask, memory_mask), names, what)
-    b = student_output(layer, (changed, memory, tgt_mask, memory_mask), names, what)
-    if not np.allclose(a[:, :-1], b[:, :-1], rtol=0, atol=1e-9):
-        raise Known("future_leak", what=what)
-
-
-__all__ = ["DECODER_MISTAKES", "check_decoder_layer", "wrong_decoder_outputs"]

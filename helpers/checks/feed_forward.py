@@ -10,13 +10,11 @@ from torch import nn
 
 from ..i18n import tr
 from ..transformer import PositionwiseFeedForward
-from .harness import (Known, Mistake, call, exercise, expect_finite, expect_shape, first_difference, graded,
-                      match_known, same)
-from .torch_compare import DROPOUT_P_MISTAKE, P_TRAIN, TORCH_MISTAKES, _as_class, _fit, _np, _randomise, \
-    _setup_mistakes, compare_gradients, reference_gradients, reference_output, same_in_eval_mode, seeded_outputs, \
-    student_output
+from .harness import Known, exercise, graded, match_known
+from .layer_norm import compare_in_training, compare_output
+from .torch_compare import DROPOUT_P_MISTAKE, P_TRAIN, TORCH_MISTAKES, _as_class, _np, _setup_mistakes, built_pair, \
+    seeded_outputs
 
-# ---------------------------------------------------------------------- position-wise feed-forward
 FF_D, FF_HIDDEN = 8, 24
 TRAIN_SEED = 7
 
@@ -50,24 +48,21 @@ def wrong_feed_forwards(ff: PositionwiseFeedForward, x: torch.Tensor) -> dict[An
     """What the common wrong feed-forward passes give for x (eval mode): mistake code (or Known) -> output."""
     l1, l2 = ff.linear1, ff.linear2
     with torch.no_grad():
-        hidden = l1(x)
-        return {
+        hidden, unbiased = l1(x), torch.relu(x @ l1.weight.T)
+        wrong = {
             "no_relu": _np(l2(hidden)),
-            Known("no_bias", which=tr("feed_forward:no_biases", "biases b_1 and b_2 are")):
-                _np(torch.relu(x @ l1.weight.T) @ l2.weight.T),
-            Known("no_bias", which=tr("feed_forward:no_bias_1", "bias b_1 is")):
-                _np(torch.relu(x @ l1.weight.T) @ l2.weight.T + l2.bias),
+            Known("no_bias", which=tr("feed_forward:no_biases", "biases b_1 and b_2 are")): _np(unbiased @ l2.weight.T),
+            Known("no_bias", which=tr("feed_forward:no_bias_1", "bias b_1 is")): _np(unbiased @ l2.weight.T + l2.bias),
             Known("no_bias", which=tr("feed_forward:no_bias_2", "bias b_2 is")): _np(torch.relu(hidden) @ l2.weight.T),
             "relu_on_output": _np(torch.relu(l2(torch.relu(hidden)))),
             "relu_moved_to_output": _np(torch.relu(l2(hidden))),
-            Known("wrong_activation", name="GELU"): _np(l2(nn.functional.gelu(hidden))),
-            Known("wrong_activation", name="tanh"): _np(l2(torch.tanh(hidden))),
-            Known("wrong_activation", name=tr("feed_forward:a_sigmoid", "a sigmoid")): _np(l2(torch.sigmoid(hidden))),
-            Known("wrong_activation", name=tr("feed_forward:a_leaky_relu", "a leaky ReLU")):
-                _np(l2(nn.functional.leaky_relu(hidden))),
-            Known("wrong_activation", name="SiLU"): _np(l2(nn.functional.silu(hidden))),
-            Known("wrong_activation", name="ELU"): _np(l2(nn.functional.elu(hidden))),
         }
+        for name, activation in (("GELU", nn.functional.gelu), ("tanh", torch.tanh),
+                                 (tr("feed_forward:a_sigmoid", "a sigmoid"), torch.sigmoid),
+                                 (tr("feed_forward:a_leaky_relu", "a leaky ReLU"), nn.functional.leaky_relu),
+                                 ("SiLU", nn.functional.silu), ("ELU", nn.functional.elu)):
+            wrong[Known("wrong_activation", name=name)] = _np(l2(activation(hidden)))
+    return wrong
 
 
 def wrong_training_feed_forwards(ff: PositionwiseFeedForward, x: torch.Tensor, seed: int) -> dict[Any, np.ndarray]:
@@ -115,41 +110,16 @@ def check_feed_forward(FeedForwardClass: Any) -> str:
     cls = _as_class(FeedForwardClass)
     cases = graded([(FF_D, FF_HIDDEN, _feed_forward_input(), 9, TRAIN_SEED)], _drawn_case)
     for d_model, hidden, x, weight_seed, train_seed in cases:
-        with torch.random.fork_rng(devices=[]):
-            reference = PositionwiseFeedForward(d_model, hidden, dropout=P_TRAIN)
-            student = call(cls, d_model, hidden, dropout=P_TRAIN)
-        _randomise(reference, seed=weight_seed)
-        reference.double().eval()
-        student = _fit(student, reference).double().eval()
+        student, reference = built_pair(cls, PositionwiseFeedForward, weight_seed, d_model, hidden, dropout=P_TRAIN)
         what = tr("feed_forward:what", "{call}(x) with x of shape {shape}",
                   call=f"PositionwiseFeedForward({d_model}, {hidden}, dropout={P_TRAIN})", shape=tuple(x.shape))
-        out = student_output(student, (x,), ("x",), what)
-        expect_shape(out, tuple(x.shape), what,
-                     tr("feed_forward:shape_hint", "The output has the input's shape (batch, L, d_model)."))
-        expect_finite(out, what)
-        expected = reference_output(reference, (x,))
-        if not same(out, expected):
-            same_in_eval_mode(student, (x,), ("x",), what, out)
-            match_known(out, wrong_feed_forwards(reference, x))
-            raise Mistake(tr("harness:differs", "{what} differs from the reference: {difference}.", what=what,
-                             difference=first_difference(out, expected)))
-        expected_gradients = reference_gradients(reference, reference, (x,), {0: "x"})
-        compare_gradients(student, student, (x,), {0: "x"}, expected_gradients, what)
-        student.train()
-        reference.train()
-        try:
-            train_out = student_output(student, (x,), ("x",), what, seed=train_seed)
-            train_expected = reference_output(reference, (x,), seed=train_seed)
-            if not same(train_out, train_expected):
-                match_known(train_out, wrong_training_feed_forwards(reference, x, train_seed))
-                raise Mistake(tr("feed_forward:train_differs", "in training mode (dropout={p}, the reference's "
-                                 "random numbers) {what} differs from the reference: {difference}. Apply self.dropout "
-                                 "once, to the hidden activations after the ReLU.", p=P_TRAIN, what=what,
-                                 difference=first_difference(train_out, train_expected)))
-        finally:
-            student.eval()
-            reference.eval()
+        compare_output(student, reference, (x,), ("x",), what, tuple(x.shape),
+                       tr("feed_forward:shape_hint", "The output has the input's shape (batch, L, d_model)."),
+                       lambda out: match_known(out, wrong_feed_forwards(reference, x)), grads={0: "x"})
+        compare_in_training(student, reference, (x,), ("x",), what, train_seed,
+                            lambda: wrong_training_feed_forwards(reference, x, train_seed),
+                            lambda difference: tr("feed_forward:train_differs", "in training mode (dropout={p}, the "
+                                                  "reference's random numbers) {what} differs from the reference: "
+                                                  "{difference}. Apply self.dropout once, to the hidden activations "
+                                                  "after the ReLU.", p=P_TRAIN, what=what, difference=difference))
     return ""
-
-
-__all__ = ["FEED_FORWARD_MISTAKES", "check_feed_forward", "wrong_feed_forwards", "wrong_training_feed_forwards"]

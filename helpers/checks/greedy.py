@@ -1,11 +1,6 @@
-"""The check of notebook 06's greedy decoding (``greedy_decode``).
-
-It decodes six sources with a small seeded Transformer whose rows end at different steps, and compares
-the tokens up to each row's end token with the reference. When they differ, it compares them with what
-the common wrong loops produce (the first position read instead of the last, no source mask, no causal
-mask, stopping when the first row ends, ...): each is a code in GREEDY_MISTAKES with its hint, and
-wrong_decodings() computes the tokens each of them gives.
-"""
+"""The check of notebook 06's greedy_decode: six sources decoded by a small seeded Transformer, whose rows end at
+different steps, compared up to each row's end token with the reference, then with what the common wrong loops
+give (wrong_decodings)."""
 
 from __future__ import annotations
 
@@ -72,18 +67,10 @@ def _drawn_source(rng: np.random.Generator) -> torch.Tensor:
     return src
 
 
-def _cut(row: np.ndarray) -> list[int]:
-    """A generated row up to and including its first </s>."""
-    out = []
-    for token in row.tolist():
-        out.append(int(token))
-        if token == END:
-            break
-    return out
-
-
 def _cuts(tokens: np.ndarray) -> list[list[int]]:
-    return [_cut(row) for row in np.asarray(tokens).astype(np.int64)]
+    """Each generated row up to and including its first </s>."""
+    rows = [[int(t) for t in row] for row in np.asarray(tokens).astype(np.int64)]
+    return [row[:row.index(END) + 1] if END in row else row for row in rows]
 
 
 def _greedy_loop(model: Transformer, src: torch.Tensor, *, position: int = -1, with_src_mask: bool = True,
@@ -123,42 +110,37 @@ def check_greedy_decode(greedy_decode_fn: Any) -> str:
     """Check a student's greedy_decode(model, src, max_len, start_id, end_id) against the reference."""
     model = _decoding_model()
     for src in graded([_decoding_source()], _drawn_source):
-        _check_source(greedy_decode_fn, model, src)
+        batch = src.shape[0]
+        what = f"greedy_decode(model, src, max_len={MAX_LEN}, start_id={START}, end_id={END})"
+        with torch.no_grad():
+            expected = reference_greedy_decode(model, src, MAX_LEN, START, END).numpy()
+            result = call(greedy_decode_fn, model, src.clone(), MAX_LEN, START, END)  # a copy: src stays as it is
+        out = to_array(result, what)
+        if out.ndim != 2 or out.shape[0] != batch:
+            raise generic("wrong_shape", what=what, actual=out.shape,
+                          expected=tr("greedy_decode:expected_shape", "(batch={batch}, n) with n <= max_len",
+                                      batch=batch),
+                          hint=tr("greedy_decode:shape_hint", "One row of generated token ids per source."))
+        expect_finite(out, what)
+        if not np.all(out == np.round(out)):
+            raise Known("not_token_ids", what=what)
+        reference = _cuts(expected)
+        if out.shape[1] and np.all(out[:, 0] == START) and (out.shape[1] == MAX_LEN + 1
+                                                            or _cuts(out[:, 1:]) == reference):
+            raise Known("keeps_start_token", what=what, start=START)
+        if out.shape[1] > MAX_LEN:
+            raise Known("more_than_max_len", what=what, n=out.shape[1], max_len=MAX_LEN)
+        mine = _cuts(out)
+        if mine == reference:
+            continue
+        for key, wrong in wrong_decodings(model, src).items():
+            if mine == _cuts(wrong):
+                raise key if isinstance(key, Known) else Known(key)
+        if any(len(m) < len(r) and (not m or m[-1] != END) for m, r in zip(mine, reference)):
+            raise Known("stops_too_early", what=what)
+        row = next(i for i, (m, r) in enumerate(zip(mine, reference)) if m != r)
+        raise Mistake(tr("greedy_decode:row_differs", "{what}: row {row} is {mine}, the reference decodes "
+                         "{reference}. At each step take the argmax of the last position's logits and append it to "
+                         "the decoder input.", what=what, row=row, mine=mine[row], reference=reference[row]))
     return tr("greedy_decode:checked", "Checked on {batch} sources, some ending early.",
               batch=_decoding_source().shape[0])
-
-
-def _check_source(greedy_decode_fn: Any, model: Transformer, src: torch.Tensor) -> None:
-    batch = src.shape[0]
-    what = f"greedy_decode(model, src, max_len={MAX_LEN}, start_id={START}, end_id={END})"
-    with torch.no_grad():
-        expected = reference_greedy_decode(model, src, MAX_LEN, START, END).numpy()
-        result = call(greedy_decode_fn, model, src.clone(), MAX_LEN, START, END)  # a copy: src stays as it is
-    out = to_array(result, what)
-    if out.ndim != 2 or out.shape[0] != batch:
-        raise generic("wrong_shape", what=what, actual=out.shape,
-                      expected=tr("greedy_decode:expected_shape", "(batch={batch}, n) with n <= max_len", batch=batch),
-                      hint=tr("greedy_decode:shape_hint", "One row of generated token ids per source."))
-    expect_finite(out, what)
-    if not np.all(out == np.round(out)):
-        raise Known("not_token_ids", what=what)
-    reference = _cuts(expected)
-    if out.shape[1] and np.all(out[:, 0] == START) and (out.shape[1] == MAX_LEN + 1 or _cuts(out[:, 1:]) == reference):
-        raise Known("keeps_start_token", what=what, start=START)
-    if out.shape[1] > MAX_LEN:
-        raise Known("more_than_max_len", what=what, n=out.shape[1], max_len=MAX_LEN)
-    mine = _cuts(out)
-    if mine == reference:
-        return
-    for key, wrong in wrong_decodings(model, src).items():
-        if mine == _cuts(wrong):
-            raise key if isinstance(key, Known) else Known(key)
-    if any(len(m) < len(r) and (not m or m[-1] != END) for m, r in zip(mine, reference)):
-        raise Known("stops_too_early", what=what)
-    row = next(i for i, (m, r) in enumerate(zip(mine, reference)) if m != r)
-    raise Mistake(tr("greedy_decode:row_differs", "{what}: row {row} is {mine}, the reference decodes {reference}. "
-                     "At each step take the argmax of the last position's logits and append it to the decoder input.",
-                     what=what, row=row, mine=mine[row], reference=reference[row]))
-
-
-__all__ = ["END", "GREEDY_MISTAKES", "MAX_LEN", "START", "check_greedy_decode", "wrong_decodings"]

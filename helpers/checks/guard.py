@@ -4,10 +4,8 @@
 ``Verdict``, ``helpers.checks``, ``torch.overrides``, ``sys.modules``, ...): the grader refuses such a
 statement before it runs, and ``static_tampering(answer, defines)`` reads the same statement in a
 notebook's kernel, so that its check cell gives the grader's verdict. General tools an honest answer may
-use (``eval``, ``exec``, ``gc``, ``importlib``, ``ctypes``, ``__code__``) are never refused.
-
-What an exercise declares off limits (its reference, the built-ins it replaces) is refused by
-off_limits.py; this module re-exports its entry points.
+use (``eval``, ``exec``, ``gc``, ``importlib``, ``ctypes``, ``__code__``) are never refused. What an
+exercise declares off limits (its reference, the built-ins it replaces) is refused by off_limits.py.
 """
 
 from __future__ import annotations
@@ -16,14 +14,11 @@ import ast
 from typing import Any
 
 from ..i18n import tr
-from .off_limits import OffLimitsUsed, forbidden, off_limits_reached
-from .source import answer_functions, source_tree, target_of
+from .source import answer_files, source_tree, target_of
 
 TAMPERING = "tampering"  # the mistake code of an answer that reaches into the checking code
 CHECK_NAMES: set[str] = set()  # the names of the registry's checks: harness.exercise() adds each one
 
-
-# ---------------------------------------------------------------------------------------- tampering
 # What no answer needs and the checking code is reached through. An answer's own names
 # (a local `check_even`, `self.__dict__`, a field called `record`) are not in these sets.
 MACHINERY_NAMES = {"Verdict", "EXERCISES", "harness", "guard", "course_tools", "TorchFunctionMode",
@@ -32,6 +27,7 @@ MACHINERY_ATTRIBUTES = {"checks", "harness", "guard", "Verdict", "EXERCISES", "s
                         "TorchFunctionMode", "__torch_function__", "__globals__", "__closure__", "f_globals",
                         "f_locals", "f_back", "tb_frame", "gi_frame"}
 MACHINERY_MODULES = ("helpers.checks", "course_tools", "torch.overrides")
+MACHINERY_CHAINS = {"sys.modules", "torch.overrides"}
 
 
 def check_names() -> set[str]:
@@ -39,43 +35,34 @@ def check_names() -> set[str]:
     return set(CHECK_NAMES)
 
 
-def _attribute_of(node: ast.AST, root: str, attr: str) -> bool:
-    return (isinstance(node, ast.Attribute) and node.attr == attr and isinstance(node.value, ast.Name)
-            and node.value.id == root)
-
-
 def machinery_used(node: ast.AST, checks: set[str] | None = None) -> str | None:
     """The first name in node (a statement of the student's) that reaches into the checking code, or None.
 
     checks: the names of the registry's checks (default: check_names())."""
     checks = check_names() if checks is None else checks
-    names, attributes = MACHINERY_NAMES | checks, MACHINERY_ATTRIBUTES | checks
     own = {child.id for child in ast.walk(node) if isinstance(child, ast.Name) and isinstance(child.ctx, ast.Store)}
     own |= {child.arg for child in ast.walk(node) if isinstance(child, ast.arg)}  # the answer's own variables
+    names, attributes = (MACHINERY_NAMES | checks) - own, MACHINERY_ATTRIBUTES | checks
     for child in ast.walk(node):
-        if isinstance(child, ast.Name) and child.id in names and child.id not in own:
+        if isinstance(child, ast.Name) and child.id in names:
             return child.id
         if isinstance(child, (ast.FunctionDef, ast.AsyncFunctionDef)) and child.name == "__torch_function__":
             return child.name
         if isinstance(child, ast.Attribute):
             if child.attr in attributes:
                 return f".{child.attr}"
-            if _attribute_of(child, "sys", "modules"):
-                return "sys.modules"
-            if _attribute_of(child, "torch", "overrides"):
-                return "torch.overrides"
-        if isinstance(child, ast.Import):
-            for alias in child.names:
-                if alias.name.startswith(MACHINERY_MODULES):
-                    return alias.name
+            if isinstance(child.value, ast.Name) and f"{child.value.id}.{child.attr}" in MACHINERY_CHAINS:
+                return f"{child.value.id}.{child.attr}"
+        for alias in child.names if isinstance(child, ast.Import) else []:
+            if alias.name.startswith(MACHINERY_MODULES):
+                return alias.name
         if isinstance(child, ast.ImportFrom):
-            module = child.module or ""
-            imported = {alias.name for alias in child.names}
+            module, imported = child.module or "", {alias.name for alias in child.names}
             if module.startswith(MACHINERY_MODULES) or (module == "helpers" and imported & {"checks", "harness",
                                                                                               "guard"}):
                 return module
             if imported & (MACHINERY_NAMES | checks) - {"harness", "guard"}:
-                return sorted(imported & (MACHINERY_NAMES | checks))[0]
+                return sorted(imported & (MACHINERY_NAMES | checks) - {"harness", "guard"})[0]
     return None
 
 
@@ -88,11 +75,9 @@ def tampering_message(reached: str) -> str:
 def static_tampering(answer: Any, defines: str) -> str | None:
     """What the statement defining `answer` (named `defines`, read from its cell's source) uses to reach
     into the checking code (machinery_used), or None: also None when the source cannot be found."""
-    target = target_of(answer)
-    if getattr(target, "__name__", None) != defines:
+    if getattr(target_of(answer), "__name__", None) != defines:
         return None
-    files = {f.__code__.co_filename for f in answer_functions(answer)}
-    for filename in sorted(files):
+    for filename in sorted(answer_files(answer)):
         tree = source_tree(filename)
         for node in tree.body if tree is not None else []:
             if isinstance(node, (ast.FunctionDef, ast.AsyncFunctionDef, ast.ClassDef)) and node.name == defines:
@@ -100,7 +85,3 @@ def static_tampering(answer: Any, defines: str) -> str | None:
                 if reached:
                     return reached
     return None
-
-
-__all__ = ["CHECK_NAMES", "OffLimitsUsed", "TAMPERING", "check_names", "forbidden", "machinery_used",
-           "off_limits_reached", "static_tampering", "tampering_message"]

@@ -1,34 +1,14 @@
 """The check harness: the exercise registry, a safe call of the student's code, comparisons, verdicts.
 
-Every exercise is declared once, on its check function, and everything else reads that declaration
-(the grader's list of exercises, the nbgrader metadata of the notebooks, the tests that count them):
-
-    @exercise("create_position_matrix", notebook="01_positional_encoding", defines="create_position_matrix",
-              success="correct! Sine on the even columns, cosine on the odd ones.",
-              mistakes={"sin_cos_swapped": "you put cos on the even columns and sin on the odd ones. ..."})
-    def check_create_position_matrix(create_position_matrix): ...
-
-Each known mistake is data: a short stable code, the hint the student reads, and (in the check
-module) the wrong implementation that produces it. A check body raises ``Known(code)`` when the
-answer equals a known wrong answer, ``Mistake(message)`` for anything else it can explain, and
-returns when the answer is right. The decorator turns that into a ``Verdict``: an object whose
-display is the one verdict line and which is truthy exactly when the exercise passes.
-
-    ✅ create_position_matrix: correct! ...
-    📝 create_position_matrix: not implemented yet: replace `# Your Code Here` and `raise NotImplementedError()` ...
-    ❌ create_position_matrix: you put cos on the even columns and sin on the odd ones ...
-
-A check never raises, with one exception: under nbgrader's autograding (the environment variable
-``NBGRADER_EXECUTION`` was set when this module was imported) a verdict other than a pass raises
-``CheckFailed`` with the verdict line as its message, so that the check cell earns no points.
-``check.verdict_of(answer)`` computes the same verdict and never raises (for code that checks another
-notebook's exercise to decide whether to use the student's version). The course grader does not read
-the verdicts a notebook's kernel computes: it computes its own.
-
-A stub is recognised by its source (source.is_stub), never by the exception it raises; a crash is
-located at the answer's own line. When grading (``TFS_GRADING_SEED`` or ``NBGRADER_EXECUTION`` set at
-import), ``grading_rng()`` gives each check a generator for one extra case of drawn sizes and seeds,
-so that an answer precomputed for the fixed cases fails; a notebook's own runs keep the fixed cases.
+Every exercise is declared once, on its check function (``@exercise(name, notebook=..., defines=...,
+success=..., mistakes={code: hint})``), and the grader, the nbgrader metadata and the tests read that.
+A check body raises ``Known(code)`` for a known wrong answer, ``Mistake(message)`` for anything else it
+can explain, and returns when the answer is right; the decorator turns that into a ``Verdict``, one line
+that is truthy exactly on a pass. A check never raises, except under nbgrader's autograding
+(``NBGRADER_EXECUTION`` set at import), where a verdict other than a pass raises ``CheckFailed`` so that
+the check cell earns no points; ``check.verdict_of(answer)`` never raises. A stub is recognised by its
+source, a crash is located at the answer's own line. When grading (``TFS_GRADING_SEED`` or
+``NBGRADER_EXECUTION`` set at import), ``graded`` adds a case of drawn sizes and seeds to the fixed ones.
 """
 
 from __future__ import annotations
@@ -42,19 +22,19 @@ import string
 import traceback
 import warnings
 import zlib
-from dataclasses import dataclass, field
+from dataclasses import dataclass, field, replace
 from typing import Any, Callable, NamedTuple
 
 import numpy as np
+import torch
 
 from ..i18n import tr
-from . import guard
-from .guard import TAMPERING, static_tampering, tampering_message
-from .mistakes import GENERIC_MISTAKES, Known, Mistake, NotImplementedYet, generic, translated
+from .guard import CHECK_NAMES, TAMPERING, static_tampering, tampering_message
+from .mistakes import GENERIC_MISTAKES, Known, Mistake, NotImplementedYet, generic
 from .off_limits import OffLimitsUsed, forbidden, off_limits_reached
 from .source import answer_files, is_stub
-from .values import (as_numpy, compare, distinct, expect_finite, expect_shape, first_difference, is_close,
-                     match_known, output_and_weights, same, to_array)
+from .values import (as_numpy, compare, distinct, expect_finite, expect_shape, first_difference,  # noqa: F401
+                     is_close, match_known, output_and_weights, same, to_array)  # re-exported for the checks
 
 PASS, FAIL, TODO = "pass", "fail", "todo"
 SYMBOLS = {PASS: "✅", FAIL: "❌", TODO: "📝"}
@@ -71,7 +51,6 @@ def _grading_seed() -> int | None:
 
 
 GRADING_SEED = _grading_seed()
-_translated = translated  # the name the grader's older code imports
 
 
 # ---------------------------------------------------------------------------------------- registry
@@ -86,12 +65,10 @@ class Exercise:
     mistakes: dict[str, str] = field(default_factory=dict)  # code -> hint (a str.format template)
     points: int = 1
     check: Callable | None = field(default=None, compare=False, repr=False)
-    # What the student's code may not use (the exercise's own reference in helpers, the built-ins the
-    # notebook names as off limits), as dotted names such as "helpers.positional.positional_encoding" or
-    # "torch.nn.functional.layer_norm". Enforced by off_limits.py.
+    # What the student's code may not use (its reference, the built-ins the notebook names as off limits), as
+    # dotted names such as "torch.nn.functional.layer_norm": see off_limits.py.
     off_limits: tuple[str, ...] = ()
-    # The dotted name of the exercise's reference in helpers, e.g. "helpers.positional.positional_encoding".
-    reference: str = ""
+    reference: str = ""  # the dotted name of the reference in helpers, "helpers.positional.positional_encoding"
 
     def reference_object(self) -> Any:
         """The reference function or class that `reference` names, imported."""
@@ -137,20 +114,23 @@ def grading_rng() -> np.random.Generator | None:
 
 
 def graded(cases: list, draw: Callable[[np.random.Generator], Any]) -> list:
-    """The fixed cases, plus one drawn with draw(grading_rng()) when grading."""
-    rng = grading_rng()
-    return list(cases) + ([draw(rng)] if rng is not None else [])
+    """The fixed cases, plus one drawn with draw(grading_rng()) when grading, never equal to a fixed one (an
+    answer precomputed for the fixed cases must meet a new one)."""
+    rng, cases = grading_rng(), list(cases)
+    if rng is None:
+        return cases
+    drawn = draw(rng)
+    while any(repr(drawn) == repr(case) for case in cases):
+        drawn = draw(rng)
+    return cases + [drawn]
 
 
 def exercise(name: str, *, notebook: str, defines: str, reference: str, success: str = "correct!",
              mistakes: dict[str, str] | None = None, points: int = 1,
              off_limits: tuple[str, ...] | list[str] = ()) -> Callable:
-    """Declare an exercise on its check body and turn the body into a never-raising check.
-
-    The body receives the student's function (and any extra arguments). It raises ``Known(code)``
-    or ``Mistake(message)`` when the answer is wrong, and returns an optional sentence that is
-    added to the success line when it is right. `mistakes` may give a generic code its own hint.
-    """
+    """Declare an exercise on its check body and turn the body into a never-raising check. The body gets the
+    student's function (and any extra arguments), raises ``Known(code)`` or ``Mistake(message)`` when the answer
+    is wrong, and may return a sentence added to the success line. `mistakes` may give a generic code its hint."""
     mistakes = dict(mistakes or {})
     for code in mistakes:
         if not code.isidentifier() or code != code.lower():
@@ -163,11 +143,9 @@ def exercise(name: str, *, notebook: str, defines: str, reference: str, success:
 
         def verdict_of(*args: Any, **kwargs: Any) -> Verdict:
             """The verdict of the check, computed without ever raising CheckFailed."""
-            answer = args[0] if args else None
-            token = _RUNNING.set(_Running(declared, frozenset(answer_files(answer)) if args else frozenset()))
+            token = _RUNNING.set(_Running(declared, frozenset(answer_files(args[0]) if args else ())))
             try:
-                with warnings.catch_warnings(), np.errstate(all="ignore"):  # no warning shown
-                    warnings.simplefilter("ignore")
+                with warnings.catch_warnings(action="ignore"), np.errstate(all="ignore"):  # no warning shown
                     return _verdict(declared, body, args, kwargs)
             finally:
                 _RUNNING.reset(token)
@@ -179,10 +157,8 @@ def exercise(name: str, *, notebook: str, defines: str, reference: str, success:
                 raise CheckFailed(str(verdict))
             return verdict
 
-        registered = Exercise(name, notebook, defines, success, mistakes, points, check, tuple(off_limits), reference)
-        EXERCISES[name] = registered
-        guard.CHECK_NAMES.add(check.__name__)
-        check.exercise = registered
+        EXERCISES[name] = check.exercise = replace(declared, check=check)
+        CHECK_NAMES.add(check.__name__)
         check.verdict_of = verdict_of
         return check
 
@@ -211,16 +187,14 @@ def _verdict(declared: Exercise, body: Callable, args: tuple, kwargs: dict) -> V
         return Verdict(name, FAIL, str(mistake), mistake.code)
     except Exception as bug:  # a bug in the check itself must still not show a traceback wall
         return Verdict(name, FAIL, *_fill(declared, "check_error", {"error": f"{type(bug).__name__}: {bug}"}))
-    return Verdict(name, PASS, f"{translated(f'{name}:success', declared.success)} {extra or ''}".strip())
+    return Verdict(name, PASS, f"{tr(f'{name}:success', declared.success)} {extra or ''}".strip())
 
 
 def _fill(declared: Exercise, code: str, fields: dict) -> tuple[str, str]:
     """(message, code) of a known mistake; an undeclared code or a missing field is a bug of the check."""
+    key = f"{declared.name}:{code}" if code in declared.mistakes else f"generic:{code}"
     try:
-        if code in declared.mistakes:
-            return translated(f"{declared.name}:{code}", declared.mistakes[code], **fields), code
-        declared.hint(code, **fields)  # an undeclared code raises KeyError here
-        return translated(f"generic:{code}", GENERIC_MISTAKES[code], **fields), code
+        return tr(key, declared.hint(code), **fields), code  # an undeclared code raises KeyError here
     except (KeyError, IndexError) as error:
         return _fill(declared, "check_error",
                      {"error": tr("harness:unknown_mistake", "unknown mistake or field: {error}", error=error)})
@@ -228,8 +202,7 @@ def _fill(declared: Exercise, code: str, fields: dict) -> tuple[str, str]:
 
 def exercises_in(notebook: str) -> list[Exercise]:
     """The exercises of one notebook (its file name, with or without .ipynb), in notebook order."""
-    stem = notebook[:-6] if notebook.endswith(".ipynb") else notebook
-    return [e for e in EXERCISES.values() if e.notebook == stem]
+    return [e for e in EXERCISES.values() if e.notebook == notebook.removesuffix(".ipynb")]
 
 
 def hint_fields(template: str) -> list[str]:
@@ -267,10 +240,7 @@ class Verdict(tuple):
     def __str__(self) -> str:
         return f"{SYMBOLS[self.status]} {self.exercise}: {self.message}"
 
-    __repr__ = __str__
-
-    def _repr_pretty_(self, printer: Any, cycle: bool) -> None:  # IPython's display of a cell's last value
-        printer.text(str(self))
+    __repr__ = __str__  # IPython's display of a cell's last value too
 
     def to_dict(self) -> dict:
         return {"name": self.exercise, "status": self.status, "mistake": self.mistake, "message": self.message}
@@ -282,41 +252,36 @@ def call(func: Any, *args: Any, **kwargs: Any) -> Any:
     the answer's own line), a change of its arguments or an off-limits call into a readable Mistake."""
     if not callable(func):
         raise generic("not_callable", kind=type(func).__name__)
+    label = _call_label(func, args, kwargs)
     running = _RUNNING.get()
     declared = running.exercise if running else None
     own = declared is not None and "changed_input" in declared.mistakes  # the check names changed inputs itself
     snapshots = [] if own else _snapshots(func, args, kwargs)
-    tried: list[str] | None = None
+    tried: list[str] = []
     try:
-        with warnings.catch_warnings(), np.errstate(all="ignore"), forbidden(declared) as tried:
-            warnings.simplefilter("ignore")
+        with warnings.catch_warnings(action="ignore"), np.errstate(all="ignore"), forbidden(declared) as tried:
             result = func(*args, **kwargs)
-        if tried:  # the student's code called something off limits, and caught the error it raised
-            raise OffLimitsUsed(tried[0])
-        for name, value, before in snapshots:
-            if not _unchanged(value, before):
-                raise _ChangedInput(name)
-        return result
-    except _ChangedInput as changed:
-        raise generic("changed_input", call=_call_label(func, args, kwargs), name=changed.name) from None
     except KeyboardInterrupt:  # the student stops a hang: the cell stops, as they asked
         raise
     except BaseException as error:  # noqa: BLE001 - SystemExit too: report where it broke, in one line
-        if tried or isinstance(error, OffLimitsUsed):
-            raise generic("used_off_limits", call=_call_label(func, args, kwargs),
-                          name=tried[0] if tried else str(error)) from None
-        where = _where(error, running.files if running else frozenset())
-        raise generic("raised_error", call=_call_label(func, args, kwargs), error=f"{type(error).__name__}: {error}",
-                      where=where) from None
+        if not (tried or isinstance(error, OffLimitsUsed)):
+            where = _where(error, running.files if running else frozenset())
+            raise generic("raised_error", call=label, error=f"{type(error).__name__}: {error}", where=where) from None
+        tried = tried or [str(error)]
+    if tried:  # the student's code called something off limits (and maybe caught the error it raised)
+        raise generic("used_off_limits", call=label, name=tried[0])
+    for name, value, before in snapshots:
+        if not _unchanged(value, before):
+            raise generic("changed_input", call=label, name=name)
+    return result
 
 
 def _where(error: BaseException, files: frozenset) -> str:
     """" (at line N: `code`)" of the last traceback frame in the answer's own files, or "" when there is none."""
     try:
-        frames = traceback.extract_tb(error.__traceback__)
+        frame = next((f for f in reversed(traceback.extract_tb(error.__traceback__)) if f.filename in files), None)
     except Exception:  # noqa: BLE001 - a traceback that cannot be read
-        return ""
-    frame = next((f for f in reversed(frames) if f.filename in files), None)
+        frame = None
     if frame is None:
         return ""
     code = (frame.line or "").strip()
@@ -324,16 +289,8 @@ def _where(error: BaseException, files: frozenset) -> str:
             else tr("harness:at_line", " (at line {line})", line=frame.lineno))
 
 
-class _ChangedInput(Exception):
-    def __init__(self, name: str):
-        super().__init__(name)
-        self.name = name
-
-
 def _snapshots(func: Any, args: tuple, kwargs: dict) -> list[tuple[str, Any, Any]]:
     """(argument name, the array or tensor passed, a copy of it) for each array or tensor argument."""
-    import torch
-
     try:
         names = list(inspect.signature(func).parameters)
     except (TypeError, ValueError):
@@ -349,14 +306,12 @@ def _snapshots(func: Any, args: tuple, kwargs: dict) -> list[tuple[str, Any, Any
 
 
 def _unchanged(value: Any, before: Any) -> bool:
-    if isinstance(value, np.ndarray):
-        return value.shape == before.shape and np.array_equal(value, before, equal_nan=value.dtype.kind in "fc")
-    now = value.detach()
-    if now.shape != before.shape:
+    if value.shape != before.shape:
         return False
-    if now.is_floating_point() or now.is_complex():
-        return bool(((now == before) | (now.isnan() & before.isnan())).all())
-    return bool((now == before).all())
+    if isinstance(value, np.ndarray):
+        return np.array_equal(value, before, equal_nan=value.dtype.kind in "fc")
+    now = value.detach()
+    return bool(((now == before) | (now.isnan() & before.isnan())).all())
 
 
 def _call_label(func: Any, args: tuple, kwargs: dict) -> str:
@@ -372,10 +327,3 @@ def _short(value: Any) -> str:
         return tr("harness:value_of_shape", "<{kind} of shape {shape}>", kind=type(value).__name__, shape=tuple(shape))
     text = repr(value)
     return text if len(text) <= 30 else text[:27] + "..."
-
-
-__all__ = ["CheckFailed", "EXERCISES", "Exercise", "FAIL", "GENERIC_MISTAKES", "GRADING_SEED", "Known", "Mistake",
-           "NBGRADER", "NotImplementedYet", "PASS", "SYMBOLS", "TODO", "Verdict", "as_numpy", "call", "compare",
-           "current_exercise", "distinct", "exercise", "exercises_in", "expect_finite", "expect_shape",
-           "first_difference", "generic", "graded", "grading_rng", "hint_fields", "is_close", "match_known",
-           "output_and_weights", "same", "to_array"]

@@ -1,28 +1,23 @@
-"""The check of notebook 05's LayerNorm: mean and biased variance over the last axis, eps inside the square root,
-then the gain and the bias, compared with nn.LayerNorm's numbers (through helpers.LayerNorm) and gradients."""
+"""The check of notebook 05's LayerNorm (mean and biased variance over the last axis, eps inside the square root,
+then the gain and the bias), and how every check of a module of notebook 05 compares it with the reference's:
+compare_output (eval mode, gradients) and compare_in_training (the same random numbers)."""
 
 from __future__ import annotations
 
-from typing import Any
+from typing import Any, Callable
 
 import numpy as np
 import torch
+from torch import nn
 
 from ..i18n import tr
 from ..transformer import LayerNorm
-from .harness import (Known, Mistake, call, exercise, expect_finite, expect_shape, first_difference, graded,
-                      match_known, same)
-from .torch_compare import TORCH_MISTAKES, _as_class, _fit, _np, _randomise, _setup_mistakes, compare_gradients, \
+from .harness import Known, Mistake, exercise, expect_finite, expect_shape, first_difference, graded, match_known, \
+    same
+from .torch_compare import TORCH_MISTAKES, _as_class, _np, _setup_mistakes, built_pair, compare_gradients, \
     reference_gradients, reference_output, same_in_eval_mode, student_output
 
-# ---------------------------------------------------------------------- layer normalisation
 LN_D = 8
-
-
-def _at_formula() -> str:
-    """The {also} of the unbiased_variance hint when eps is also added outside the square root."""
-    return tr("layer_norm:at_formula", ", and you add eps to that standard deviation instead of to the variance under "
-              "the square root (the Annotated Transformer's exact formula)")
 
 
 LAYER_NORM_MISTAKES = {
@@ -51,6 +46,47 @@ LAYER_NORM_MISTAKES = {
     **_setup_mistakes("LayerNorm", "layer_norm", "keep the given __init__, whose parameters are named weight and "
                                                  "bias as nn.LayerNorm's"),
 }
+
+
+def compare_in_training(student: nn.Module, reference: nn.Module, args: tuple, names: tuple[str, ...], what: str,
+                        seed: int, wrong: Callable[[], dict], differs: Callable[[str], str]) -> None:
+    """The student's module and the reference in training mode, with the random numbers of seed, must agree; else
+    the known mistake of wrong() it matches, else the Mistake differs(first difference)."""
+    student.train()
+    reference.train()
+    try:
+        out = student_output(student, args, names, what, seed=seed)
+        expected = reference_output(reference, args, seed=seed)
+        if not same(out, expected):
+            match_known(out, wrong())
+            raise Mistake(differs(first_difference(out, expected)))
+    finally:
+        student.eval()
+        reference.eval()
+
+
+def compare_output(fn: Callable, reference: Callable, args: tuple, names: tuple[str, ...], what: str, shape: tuple,
+                   hint: str, known: Callable[[np.ndarray], None], *, differs: Callable[[str], str] | None = None,
+                   grads: dict[int, str] | None = None, before: Callable[[np.ndarray], None] = lambda out: None,
+                   finite_first: bool = True) -> None:
+    """The student's fn(*args) against reference(*args) in eval mode: before(out), the shape, finite values (first
+    or last), the reference's numbers; else no dropout in eval mode, then known(out) raises the mistake it
+    recognises, else the Mistake differs(first difference). Then the gradients of grads, when given (fn a module)."""
+    out = student_output(fn, args, names, what)
+    before(out)
+    expect_shape(out, shape, what, hint)
+    if finite_first:
+        expect_finite(out, what)
+    expected = reference_output(reference, args)
+    if not same(out, expected):
+        same_in_eval_mode(fn, args, names, what, out)
+        known(out)
+        expect_finite(out, what)
+        difference = first_difference(out, expected)
+        raise Mistake(differs(difference) if differs else tr("harness:differs", "{what} differs from the reference: "
+                                                             "{difference}.", what=what, difference=difference))
+    if grads is not None:
+        compare_gradients(fn, fn, args, grads, reference_gradients(reference, reference, args, grads), what)
 
 
 def _layer_norm_input() -> torch.Tensor:
@@ -84,10 +120,13 @@ def wrong_layer_norms(norm: LayerNorm, x: torch.Tensor) -> dict[Any, np.ndarray]
 
     with torch.no_grad():
         hat = _normalise(x, last, eps)
-        wrong: dict[Any, np.ndarray] = {
+        wrong: dict[Any, np.ndarray] = {} if eps == 1e-5 else {"eps_hardcoded": affine(_normalise(x, last, 1e-5))}
+        wrong.update({
             Known("unbiased_variance", also=""): affine(_normalise(x, last, eps, unbiased=True)),
-            Known("unbiased_variance", also=_at_formula()): affine(_normalise(x, last, eps, unbiased=True,
-                                                                              eps_inside=False)),
+            Known("unbiased_variance", also=tr("layer_norm:at_formula", ", and you add eps to that standard "
+                                               "deviation instead of to the variance under the square root (the "
+                                               "Annotated Transformer's exact formula)")):
+                affine(_normalise(x, last, eps, unbiased=True, eps_inside=False)),
             Known("eps_outside_sqrt", added="eps"): affine(_normalise(x, last, eps, eps_inside=False)),
             Known("eps_outside_sqrt", added="sqrt(eps)"): affine(_normalise(x, last, eps ** 0.5, eps_inside=False)),
             "no_eps": affine(_normalise(x, last, 0.0)),
@@ -97,7 +136,7 @@ def wrong_layer_norms(norm: LayerNorm, x: torch.Tensor) -> dict[Any, np.ndarray]
             Known("no_gain_bias", which=tr("layer_norm:no_bias", "the bias (self.bias) is")): _np(w * hat),
             Known("no_gain_bias", which=tr("layer_norm:no_gain", "the gain (self.weight) is")): _np(hat + b),
             "gain_bias_swapped": _np(b * hat + w),
-        }
+        })
         rms = x / torch.sqrt((x ** 2).mean(dim=-1, keepdim=True) + eps)
         for variant in (w * rms + b, w * rms, rms):
             wrong[Known("rms_norm")] = _np(variant)
@@ -131,32 +170,13 @@ def check_layer_norm(LayerNormClass: Any) -> str:
     cls = _as_class(LayerNormClass)
     cases = graded([(LN_D, _layer_norm_input(), 1e-5, 8), (LN_D, _layer_norm_input(), 1e-2, 8)], _drawn_case)
     for d_model, x, eps, seed in cases:
-        reference = LayerNorm(d_model, eps=eps)
-        _randomise(reference, seed=seed)
-        reference.double().eval()
-        student = call(cls, d_model) if eps == 1e-5 else call(cls, d_model, eps=eps)
-        _fit(student, reference).double().eval()
+        student, reference = built_pair(cls, LayerNorm, seed, d_model, **({} if eps == 1e-5 else {"eps": eps}))
         what = tr("layer_norm:what", "{call}(x) with x of shape {shape}",
                   call=f"LayerNorm({d_model}{'' if eps == 1e-5 else f', eps={eps}'})", shape=tuple(x.shape))
-        out = student_output(student, (x,), ("x",), what)
-        expect_shape(out, tuple(x.shape), what, tr("layer_norm:shape_hint", "LayerNorm keeps the shape of its input."))
-        expected = reference_output(reference, (x,))
-        if same(out, expected):
-            compare_gradients(student, student, (x,), {0: "x"}, reference_gradients(reference, reference, (x,),
-                                                                                     {0: "x"}), what)
-            continue
-        same_in_eval_mode(student, (x,), ("x",), what, out)
-        if eps != 1e-5:
-            with torch.no_grad():
-                default = LayerNorm(d_model).double()
-                default.load_state_dict(reference.state_dict())
-                if same(out, _np(default(x))):
-                    raise Known("eps_hardcoded")
-        match_known(out, wrong_layer_norms(reference, x))
-        expect_finite(out, what)
-        raise Mistake(tr("layer_norm:differs", "{what} differs from nn.LayerNorm: {difference}.", what=what,
-                         difference=first_difference(out, expected)))
+        compare_output(student, reference, (x,), ("x",), what, tuple(x.shape),
+                       tr("layer_norm:shape_hint", "LayerNorm keeps the shape of its input."),
+                       lambda out: match_known(out, wrong_layer_norms(reference, x)), grads={0: "x"},
+                       finite_first=False, differs=lambda difference: tr(
+                           "layer_norm:differs", "{what} differs from nn.LayerNorm: {difference}.", what=what,
+                           difference=difference))
     return ""
-
-
-__all__ = ["LAYER_NORM_MISTAKES", "check_layer_norm", "wrong_layer_norms"]

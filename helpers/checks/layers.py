@@ -1,11 +1,6 @@
 """The check of notebook 05's EncoderLayer.forward, post-norm and pre-norm, with the reference's attention,
-feed-forward and LayerNorm modules inside the student's layer, and what it shares with the check of
-DecoderLayer.forward (decoder_layer.py).
-
-Each check compares, with the reference's weights: the output in eval mode (then the known wrong forwards of
-wrong_encoder_outputs / wrong_decoder_outputs and the behaviour probes: padding or future leaks), the gradients
-of x (and memory) and of the parameters, and the output in training mode with the reference's random numbers
-(dropout P_TRAIN; wrong_training_outputs gives what missing, misplaced and hard-coded dropouts produce)."""
+feed-forward and LayerNorm modules inside the student's layer, and what it shares with DecoderLayer's check
+(decoder_layer.py): the comparison in eval mode, of the gradients and in training mode (_compare_layer)."""
 
 from __future__ import annotations
 
@@ -18,15 +13,12 @@ from torch import nn
 from ..i18n import tr
 from ..masking import padding_mask
 from ..transformer import EncoderLayer
-from .harness import (Known, Mistake, call, exercise, expect_finite, expect_shape, first_difference, graded,
-                      match_known, same)
-from .torch_compare import D_FF, D_MODEL, DROPOUT_P_MISTAKE, HEADS, P_TRAIN, TORCH_MISTAKES, _as_class, _fit, _np, \
-    _randomise, _setup_mistakes, _use_reference_parts, compare_gradients, reference_gradients, reference_output, \
-    same_in_eval_mode, seeded_outputs, student_output
+from .harness import Known, exercise, graded, same
+from .layer_norm import compare_in_training, compare_output
+from .torch_compare import D_FF, D_MODEL, DROPOUT_P_MISTAKE, HEADS, P_TRAIN, TORCH_MISTAKES, _as_class, _np, \
+    _setup_mistakes, _use_reference_parts, built_pair, seeded_outputs, student_output
 
 TRAIN_SEED = 17
-
-# ---------------------------------------------------------------------- encoder and decoder layers
 LAYER_PARTS = ("self_attn", "cross_attn", "ff", "norm1", "norm2", "norm3")  # not this exercise's: the reference's
 
 
@@ -40,38 +32,26 @@ def _build_pair(student_cls: type, reference_cls: type, norm_first: bool, seed: 
     """The reference layer (seeded, float64, eval) and the student's with the same weights; the student's layer
     gets copies of the reference's attention, feed-forward and LayerNorm modules, so that only its forward
     is checked."""
-    with torch.random.fork_rng(devices=[]):
-        torch.manual_seed(seed)
-        student = call(student_cls, D_MODEL, HEADS, D_FF, dropout=P_TRAIN, norm_first=norm_first)
-        reference = reference_cls(D_MODEL, HEADS, D_FF, dropout=P_TRAIN, norm_first=norm_first)
-    _randomise(reference, seed)
-    reference.double().eval()
-    _fit(student, reference)
+    student, reference = built_pair(student_cls, reference_cls, seed, D_MODEL, HEADS, D_FF, dropout=P_TRAIN,
+                                    norm_first=norm_first)
     _use_reference_parts(student, reference, LAYER_PARTS)
-    student.double().eval()
     if getattr(student, "norm_first", norm_first) != norm_first:
         raise Known("norm_first_not_stored", norm_first=norm_first)
     return student, reference
 
 
-def _match_layer(out: np.ndarray, wrong_outputs: dict[Any, np.ndarray], what: str) -> None:
-    """Raise the known mistake whose output out equals; a Known without {what} gets it."""
-    for key, wrong in wrong_outputs.items():
-        if same(out, wrong):
-            if isinstance(key, Known):
-                raise Known(key.code, **{"what": what, **key.fields})
-            raise Known(key)
-
-
-def _sublayers(layer: nn.Module, x: torch.Tensor, sublayers: list[Callable], drops: list[Callable],
-               on_sum: bool = False) -> torch.Tensor:
-    """The layer's forward (the reference's norms, post- or pre-norm) with the given dropouts after each sub-layer;
-    on_sum: the dropout acts on the residual sum instead of the sub-layer's output."""
-    norms = [getattr(layer, f"norm{i + 1}") for i in range(len(sublayers))]
-    for f, norm, drop in zip(sublayers, norms, drops):
-        y = f(norm(x)) if layer.norm_first else f(x)
-        x = drop(x + y) if on_sum else x + drop(y)
-        if not layer.norm_first:
+def _stack(x: torch.Tensor, subs: tuple, norms: tuple, post: bool, *, residual: tuple = (True, True, True),
+           from_normed: bool = False, norm_before_residual: bool = False, drops: tuple | None = None,
+           on_sum: bool = False) -> torch.Tensor:
+    """x through the sub-layers subs, each with its norm, post- or pre-norm, with the given bugs: no residual around
+    some, the residual from the normalised input, the norm on the sub-layer's output before the residual; drops: the
+    dropout after each sub-layer (on_sum: on the residual sum)."""
+    for f, norm, keep, drop in zip(subs, norms, residual, drops or (nn.Identity(),) * len(subs)):
+        h = x if post else norm(x)
+        y = norm(f(h)) if norm_before_residual else f(h)
+        base = h if from_normed else x
+        x = (drop(base + y) if on_sum else base + drop(y)) if keep else drop(y)
+        if post and not norm_before_residual:
             x = norm(x)
     return x
 
@@ -80,40 +60,48 @@ def wrong_training_outputs(layer: nn.Module, x: torch.Tensor, sublayers: list[Ca
                            seed: int) -> dict[Any, np.ndarray]:
     """What the missing, misplaced and hard-coded dropouts give in training mode, with the random numbers of seed."""
     names = [f"dropout{i + 1}" for i in range(len(sublayers))]
-    drops = [getattr(layer, name) for name in names]
-    fixed = [nn.Dropout(0.1) for _ in drops]
-    identity = nn.Identity()
+    drops = tuple(getattr(layer, name) for name in names)
+    norms = tuple(getattr(layer, f"norm{i + 1}") for i in range(len(sublayers)))
+
+    def run(some: tuple, on_sum: bool = False) -> Callable[[], torch.Tensor]:
+        return lambda: _stack(x, sublayers, norms, not layer.norm_first, drops=some, on_sum=on_sum)
+
     make: dict[Any, Callable[[], torch.Tensor]] = {
-        Known("no_dropout", what=what, names=", ".join(names)): lambda: _sublayers(layer, x, sublayers,
-                                                                                   [identity] * len(drops)),
-        Known("dropout_on_residual_sum", what=what): lambda: _sublayers(layer, x, sublayers, drops, on_sum=True),
-        Known("dropout_p_hardcoded", what=what, p=drops[0].p): lambda: _sublayers(layer, x, sublayers, fixed),
+        Known("no_dropout", what=what, names=", ".join(names)): run((nn.Identity(),) * len(drops)),
+        Known("dropout_on_residual_sum", what=what): run(drops, on_sum=True),
+        Known("dropout_p_hardcoded", what=what, p=drops[0].p): run(tuple(nn.Dropout(0.1) for _ in drops)),
     }
     for i, name in enumerate(names):
-        some = [identity if k == i else drop for k, drop in enumerate(drops)]
-        make[Known("no_dropout", what=what, names=name)] = lambda some=some: _sublayers(layer, x, sublayers, some)
+        make[Known("no_dropout", what=what, names=name)] = run(drops[:i] + (nn.Identity(),) + drops[i + 1:])
     return seeded_outputs(make, seed)
 
 
-def _compare_in_training(student: nn.Module, reference: nn.Module, args: tuple, names: tuple[str, ...], what: str,
-                         sublayers: list[Callable]) -> None:
-    """The student's layer and the reference in training mode, with the same random numbers, must agree."""
-    student.train()
-    reference.train()
-    try:
-        out = student_output(student, args, names, what, seed=TRAIN_SEED)
-        expected = reference_output(reference, args, seed=TRAIN_SEED)
-        if same(out, expected):
-            return
-        match_known(out, wrong_training_outputs(reference, args[0], sublayers, what, TRAIN_SEED))
-        raise Mistake(tr("layers:train_differs", "in training mode (dropout={p}, the reference's random numbers) "
-                         "{what} differs from the reference: {difference}. Apply each of {names} once, to its "
-                         "sub-layer's output, before the residual addition.", p=P_TRAIN, what=what,
-                         difference=first_difference(out, expected),
-                         names=", ".join(f"dropout{i + 1}" for i in range(len(sublayers)))))
-    finally:
-        student.eval()
-        reference.eval()
+def _compare_layer(student: nn.Module, reference: nn.Module, args: tuple, names: tuple[str, ...], what: str,
+                   hint: str, wrong: Callable[[], dict], leak: tuple, differs: Callable[[str], str],
+                   sublayers: list[Callable]) -> None:
+    """An encoder or decoder layer against the reference: in eval mode (else the known wrong outputs of wrong(),
+    a Known without {what} getting it, then the leak probe (changed, kept, code): x changed at `changed` must keep
+    the output at `kept`), the gradients of x (and memory), then in training mode with the reference's numbers."""
+    def known(out: np.ndarray) -> None:
+        for key, wrong_out in wrong().items():
+            if same(out, wrong_out):
+                raise Known(key.code, **{"what": what, **key.fields}) if isinstance(key, Known) else Known(key)
+        changed, kept, code = leak
+        x = args[0].clone()
+        x[changed] += 3.0
+        if not np.allclose(out[kept], student_output(student, (x, *args[1:]), names, what)[kept], rtol=0, atol=1e-9):
+            raise Known(code, what=what)
+
+    compare_output(student, reference, args, names, what, tuple(args[0].shape), hint, known, differs=differs,
+                   grads={i: name for i, name in enumerate(names) if name in ("x", "memory")})
+    dropouts = ", ".join(f"dropout{i + 1}" for i in range(len(sublayers)))
+    compare_in_training(student, reference, args, names, what, TRAIN_SEED,
+                        lambda: wrong_training_outputs(reference, args[0], sublayers, what, TRAIN_SEED),
+                        lambda difference: tr("layers:train_differs", "in training mode (dropout={p}, the reference's "
+                                              "random numbers) {what} differs from the reference: {difference}. Apply "
+                                              "each of {names} once, to its sub-layer's output, before the residual "
+                                              "addition.", p=P_TRAIN, what=what, difference=difference,
+                                              names=dropouts))
 
 
 _DROPOUT_ON_SUM = ("{what}: in training mode your dropout acts on the residual sum: apply it to the sub-layer's "
@@ -179,48 +167,41 @@ def wrong_encoder_outputs(layer: EncoderLayer, x: torch.Tensor, mask: torch.Tens
 
     The post-norm mistakes for a layer with norm_first=False, the pre-norm ones for norm_first=True.
     """
-    n1, n2, ff = layer.norm1, layer.norm2, layer.ff
+    n1, n2, ff, identity = layer.norm1, layer.norm2, layer.ff, nn.Identity()
 
-    def attn(q: torch.Tensor, m: torch.Tensor | None = mask) -> torch.Tensor:
-        return layer.self_attn(q, q, q, m)
+    def attn(m: torch.Tensor | None = mask) -> Callable:
+        return lambda h: layer.self_attn(h, h, h, m)
 
-    inverted = None if mask is None else ~mask
-    which = tr("encoder_layer:src_mask", "src_mask")
-    with torch.no_grad():
-        if not layer.norm_first:
-            wrong = {
-                "no_residual_attention": n2(n1(attn(x)) + ff(n1(attn(x)))),
-                "no_residual_ff": n2(ff(n1(x + attn(x)))),
-                "no_residuals": n2(ff(n1(attn(x)))),
-                "pre_norm_instead_of_post": (lambda h: h + ff(n2(h)))(x + attn(n1(x))),
-                "norm_before_residual": (lambda h: h + n2(ff(h)))(x + n1(attn(x))),
-                "norms_swapped": (lambda h: n1(h + ff(h)))(n2(x + attn(x))),
-                "no_feed_forward": n1(x + attn(x)),
-                "no_src_mask": (lambda h: n2(h + ff(h)))(n1(x + attn(x, None))),
-                "sublayers_out_of_order": (lambda h: n2(h + attn(h)))(n1(x + ff(x))),
-                Known("same_norm_twice", norm="norm1"): (lambda h: n1(h + ff(h)))(n1(x + attn(x))),
-                Known("same_norm_twice", norm="norm2"): (lambda h: n2(h + ff(h)))(n2(x + attn(x))),
-                Known("mask_inverted", which=which): (lambda h: n2(h + ff(h)))(n1(x + attn(x, inverted))),
-            }
-        else:
-            wrong = {
-                "post_norm_instead_of_pre": (lambda h: n2(h + ff(h)))(n1(x + attn(x))),
-                "residual_from_normed": (lambda h: (lambda g: g + ff(g))(n2(h)))(n1(x) + attn(n1(x))),
-                "no_residuals_pre_norm": ff(n2(attn(n1(x)))),
-                "no_src_mask_pre_norm": (lambda h: h + ff(n2(h)))(x + attn(n1(x), None)),
-                "norms_swapped_pre_norm": (lambda h: h + ff(n1(h)))(x + attn(n2(x))),
-                "no_residual_attention": (lambda h: h + ff(n2(h)))(attn(n1(x))),
-                "no_residual_ff": ff(n2(x + attn(n1(x)))),
-                "sublayers_out_of_order": (lambda h: h + attn(n2(h)))(x + ff(n1(x))),
-                Known("same_norm_twice", norm="norm1"): (lambda h: h + ff(n1(h)))(x + attn(n1(x))),
-                Known("same_norm_twice", norm="norm2"): (lambda h: h + ff(n2(h)))(x + attn(n2(x))),
-                Known("missing_norm_pre_norm", norm="norm1"): (lambda h: h + ff(n2(h)))(x + attn(x)),
-                Known("missing_norm_pre_norm", norm="norm2"): (lambda h: h + ff(h))(x + attn(n1(x))),
-                Known("extra_final_norm", norm="norm2"): n2((lambda h: h + ff(n2(h)))(x + attn(n1(x)))),
-                Known("extra_final_norm", norm="norm1"): n1((lambda h: h + ff(n2(h)))(x + attn(n1(x)))),
-                Known("mask_inverted", which=which): (lambda h: h + ff(n2(h)))(x + attn(n1(x), inverted)),
-            }
-    return {key: _np(out) for key, out in wrong.items()}
+    def run(subs: tuple = (attn(), ff), norms: tuple = (n1, n2), post: bool = not layer.norm_first,
+            **bugs: Any) -> Callable[[], torch.Tensor]:
+        return lambda: _stack(x, subs, norms, post, **bugs)
+
+    pre = "_pre_norm" if layer.norm_first else ""  # the codes of mistakes made in both branches, told apart
+    make: dict[Any, Callable[[], torch.Tensor]] = {
+        "no_residual_attention": run(residual=(False, True)),
+        "no_residual_ff": run(residual=(True, False)),
+        f"no_residuals{pre}": run(residual=(False, False)),
+        f"no_src_mask{pre}": run(subs=(attn(None), ff)),
+        f"norms_swapped{pre}": run(norms=(n2, n1)),
+        "sublayers_out_of_order": run(subs=(ff, attn())),
+        Known("same_norm_twice", norm="norm1"): run(norms=(n1, n1)),
+        Known("same_norm_twice", norm="norm2"): run(norms=(n2, n2)),
+        Known("mask_inverted", which=tr("encoder_layer:src_mask", "src_mask")):
+            run(subs=(attn(None if mask is None else ~mask), ff)),
+    }
+    if not layer.norm_first:
+        make.update({"pre_norm_instead_of_post": run(post=False), "no_feed_forward": run(subs=(attn(),)),
+                     "norm_before_residual": run(norm_before_residual=True)})
+    else:
+        make.update({
+            "post_norm_instead_of_pre": run(post=True),
+            "residual_from_normed": run(from_normed=True),
+            Known("missing_norm_pre_norm", norm="norm1"): run(norms=(identity, n2)),
+            Known("missing_norm_pre_norm", norm="norm2"): run(norms=(n1, identity)),
+            Known("extra_final_norm", norm="norm2"): lambda: n2(run()()),
+            Known("extra_final_norm", norm="norm1"): lambda: n1(run()()),
+        })
+    return seeded_outputs(make)
 
 
 @exercise("encoder_layer", notebook="05_transformer", defines="EncoderLayer",
@@ -237,7 +218,18 @@ def check_encoder_layer(EncoderLayerClass: Any) -> str:
     x[0, 2] *= 40.0  # one position of large entries
     tokens = torch.tensor([[5, 6, 7, 8, 9, 4], [3, 4, 5, 6, 0, 0]])
     for x, mask, seed in graded([(x, padding_mask(tokens, 0), 11)], _drawn_encoder_case):  # mask: pads at the end
-        _check_encoder_case(cls, x, mask, seed)
+        for norm_first in (False, True):
+            name = "pre-norm" if norm_first else "post-norm"
+            student, reference = _build_pair(cls, EncoderLayer, norm_first, seed=seed + norm_first)
+            what = f"EncoderLayer(norm_first={norm_first}).forward(x, src_mask)"
+            _compare_layer(
+                student, reference, (x, mask), ("x", "src_mask"), what,
+                tr("encoder_layer:shape_hint", "The layer keeps the shape (batch, L_src, d_model)."),
+                lambda: {Known("returns_input"): _np(x), **wrong_encoder_outputs(reference, x, mask)},
+                ((1, slice(-2, None)), (1, slice(None, -2)), "padding_leak"),  # the padded positions: the last two
+                lambda difference: tr("encoder_layer:differs", "{what} ({name}) differs from the reference: "
+                                      "{difference}.", what=what, name=name, difference=difference),
+                [lambda h, r=reference: r.self_attn(h, h, h, mask), reference.ff])
     return ""
 
 
@@ -249,41 +241,3 @@ def _drawn_encoder_case(rng: np.random.Generator) -> tuple[torch.Tensor, torch.T
     tokens[1, -2:] = 0
     x = torch.randn(batch, length, D_MODEL, generator=gen, dtype=torch.float64)
     return x, padding_mask(tokens, 0), int(rng.integers(2 ** 31))
-
-
-def _check_encoder_case(cls: type, x: torch.Tensor, mask: torch.Tensor, seed: int) -> None:
-    args, names = (x, mask), ("x", "src_mask")
-    for norm_first in (False, True):
-        name = "pre-norm" if norm_first else "post-norm"
-        student, reference = _build_pair(cls, EncoderLayer, norm_first, seed=seed + norm_first)
-        what = f"EncoderLayer(norm_first={norm_first}).forward(x, src_mask)"
-        out = student_output(student, args, names, what)
-        expect_shape(out, tuple(x.shape), what,
-                     tr("encoder_layer:shape_hint", "The layer keeps the shape (batch, L_src, d_model)."))
-        expect_finite(out, what)
-        expected = reference_output(reference, args)
-        if not same(out, expected):
-            same_in_eval_mode(student, args, names, what, out)
-            if same(out, _np(x)):
-                raise Known("returns_input", what=what)
-            _match_layer(out, wrong_encoder_outputs(reference, x, mask), what)
-            _padding_leak(student, x, mask, what)
-            raise Mistake(tr("encoder_layer:differs", "{what} ({name}) differs from the reference: {difference}.",
-                             what=what, name=name, difference=first_difference(out, expected)))
-        compare_gradients(student, student, args, {0: "x"}, reference_gradients(reference, reference, args, {0: "x"}),
-                          what)
-        _compare_in_training(student, reference, args, names, what,
-                             [lambda h, r=reference: r.self_attn(h, h, h, mask), reference.ff])
-
-
-def _padding_leak(layer: nn.Module, x: torch.Tensor, mask: torch.Tensor, what: str) -> None:
-    """Changing a padded position must not change the outputs of the real positions."""
-    changed = x.clone()
-    changed[1, -2:] += 3.0
-    a = student_output(layer, (x, mask), ("x", "src_mask"), what)
-    b = student_output(layer, (changed, mask), ("x", "src_mask"), what)
-    if not np.allclose(a[1, :-2], b[1, :-2], rtol=0, atol=1e-9):
-        raise Known("padding_leak", what=what)
-
-
-__all__ = ["ENCODER_MISTAKES", "check_encoder_layer", "wrong_encoder_outputs", "wrong_training_outputs"]

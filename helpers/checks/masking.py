@@ -1,7 +1,5 @@
-"""Checks for notebook 04: causal_mask, padding_mask and masked_softmax (numpy).
-
-Convention checked: boolean masks, True = may attend. A fully masked row of weights is all zeros.
-"""
+"""Checks for notebook 04: causal_mask, padding_mask and masked_softmax (numpy). Convention checked: boolean masks,
+True = may attend; a fully masked row of weights is all zeros."""
 
 from __future__ import annotations
 
@@ -52,12 +50,8 @@ CAUSAL_MISTAKES = {
 def wrong_causal_masks(size: int) -> dict:
     """The usual wrong causal masks: mistake code -> the mask it produces."""
     ones = np.ones((size, size), dtype=bool)
-    return {
-        "diagonal_masked": np.tril(ones, k=-1),
-        "triangles_swapped": np.triu(ones),
-        "inverted": np.triu(ones, k=1),
-        "all_true": ones,
-    }
+    return {"diagonal_masked": np.tril(ones, k=-1), "triangles_swapped": np.triu(ones), "inverted": np.triu(ones, k=1),
+            "all_true": ones}
 
 
 @exercise("causal_mask", notebook="04_masking", defines="causal_mask",
@@ -129,16 +123,6 @@ PADDING_MISTAKES = {
 }
 
 
-def _misplaced_axes(shape: tuple, batch: int, length: int, right: bool, inverted: bool) -> str | None:
-    """The code of a mask whose values, read in order, are right (or inverted) but whose shape is not: too few
-    axes, L on the query axis, or the four axes in another order. None when no code fits."""
-    if len(shape) < 4 and (right or inverted):
-        return "missing_singleton_axes"
-    if len(shape) == 4 and right:
-        return "mask_on_queries" if shape == (batch, 1, length, 1) else "wrong_axis_order"
-    return None
-
-
 @exercise("padding_mask", notebook="04_masking", defines="padding_mask",
           reference="helpers.masking.padding_mask",
           off_limits=("helpers.masking.padding_mask", "helpers.masking.decoder_mask"),
@@ -152,25 +136,26 @@ def check_padding_mask(padding_fn: Callable) -> str:
         result = to_bool_array(call(padding_fn, tokens.copy(), pad_id), what)
         expected = padding_mask(tokens, pad_id)
         batch, length = tokens.shape
-        if result.size == expected.size and result.shape != expected.shape:
-            flat, right = result.reshape(batch, length), expected[:, 0, 0, :]
-            code = _misplaced_axes(result.shape, batch, length, np.array_equal(flat, right),
-                                   np.array_equal(flat, ~right))
-            if code:  # the values (or their negation, with too few axes), on the wrong axes
-                raise Known(code, what=what, shape=result.shape, expected=expected.shape)
+        if result.size == expected.size and result.shape != expected.shape:  # the values on the wrong axes?
+            flat, right, shape = result.reshape(batch, length), expected[:, 0, 0, :], result.shape
+            code = None
+            if len(shape) < 4 and (np.array_equal(flat, right) or np.array_equal(flat, ~right)):
+                code = "missing_singleton_axes"
+            elif len(shape) == 4 and np.array_equal(flat, right):
+                code = "mask_on_queries" if shape == (batch, 1, length, 1) else "wrong_axis_order"
+            if code:
+                raise Known(code, what=what, shape=shape, expected=expected.shape)
         expect_shape(result, expected.shape, what,
                      tr("padding_mask:shape_hint",
                         "The mask is (batch, 1, 1, L): it broadcasts over heads and queries."))
         if np.array_equal(result, expected):
             continue
-        if np.array_equal(result, ~expected):
-            raise Known("inverted")
-        if pad_id != 0 and np.array_equal(result, padding_mask(tokens, 0)):
-            raise Known("compared_with_zero", what=what, pad_id=pad_id)
-        if np.array_equal(result, (tokens > pad_id)[:, None, None, :]):
-            raise Known("greater_than_pad", what=what, pad_id=pad_id)
-        if result.all():
-            raise Known("all_true", what=what)
+        for key, wrong in ((Known("inverted"), ~expected),
+                           (Known("compared_with_zero", what=what, pad_id=pad_id), padding_mask(tokens, 0)),
+                           (Known("greater_than_pad", what=what, pad_id=pad_id), (tokens > pad_id)[:, None, None, :]),
+                           (Known("all_true", what=what), np.ones_like(expected))):
+            if np.array_equal(result, wrong):
+                raise key
         index = tuple(int(i) for i in np.argwhere(result != expected)[0])
         raise Mistake(tr("padding_mask:differs", "{what} differs from tokens != pad_id at {index}.", what=what,
                          index=index))
@@ -226,6 +211,8 @@ def wrong_masked_softmaxes(scores: np.ndarray, mask: np.ndarray) -> dict:
     """The usual wrong masked softmaxes: mistake code -> the weights it produces."""
     full = np.broadcast_to(mask, scores.shape)
     with np.errstate(all="ignore"):
+        unshifted = np.where(full, np.exp(scores), 0.0)  # without subtracting the maximum: exp overflows to inf
+        total = unshifted.sum(axis=-1, keepdims=True)
         return {
             "nan_on_empty_rows": softmax(np.where(full, scores, -np.inf)),
             "uniform_on_empty_rows": softmax(np.where(full, scores, -1e9)),
@@ -234,16 +221,8 @@ def wrong_masked_softmaxes(scores: np.ndarray, mask: np.ndarray) -> dict:
             "mask_after_softmax": softmax(scores) * full,
             "mask_ignored": softmax(scores),
             "softmax_wrong_axis": softmax(np.where(full, scores, -np.inf), axis=-2),
-            "overflows": _unshifted(scores, full),
+            "overflows": np.where(total > 0, unshifted / np.where(total > 0, total, 1.0), 0.0),
         }
-
-
-def _unshifted(scores: np.ndarray, full: np.ndarray) -> np.ndarray:
-    """The masked softmax without subtracting the maximum: exp overflows to inf on large scores."""
-    with np.errstate(all="ignore"):
-        e = np.where(full, np.exp(scores), 0.0)
-        total = e.sum(axis=-1, keepdims=True)
-        return np.where(total > 0, e / np.where(total > 0, total, 1.0), 0.0)
 
 
 def _drawn_masked_softmax_case(rng: np.random.Generator) -> tuple[str, np.ndarray, np.ndarray]:
@@ -278,8 +257,3 @@ def check_masked_softmax(masked_softmax_fn: Callable) -> str:
             raise Known("blocked_not_zero", what=what, largest=f"{np.abs(result[blocked]).max():.2g}")
     return tr("masked_softmax:checked", "Checked a causal mask, fully masked rows, a broadcast padding mask and "
               "scores in the hundreds.")
-
-
-__all__ = ["CAUSAL_MISTAKES", "MASKED_SOFTMAX_MISTAKES", "PADDING_MISTAKES", "check_causal_mask",
-           "check_masked_softmax", "check_padding_mask", "masked_softmax_cases", "padding_cases",
-           "to_bool_array", "wrong_causal_masks", "wrong_masked_softmaxes"]

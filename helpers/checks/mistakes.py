@@ -1,9 +1,5 @@
-"""What a check body raises when an answer is wrong, and the generic mistakes every check may name.
-
-A check body raises ``Known(code)`` when the answer equals a known wrong answer (a code of its exercise's
-``mistakes``, or a generic one), ``Mistake(message)`` for anything else it can explain (``generic(code)``
-makes one with a generic code), and ``NotImplementedYet`` when the answer still holds its stub.
-"""
+"""What a check body raises when an answer is wrong (``Known(code)``, ``Mistake(message)``, ``generic(code)``;
+``NotImplementedYet`` for a stub), and the generic mistakes every check may name."""
 
 from __future__ import annotations
 
@@ -36,13 +32,6 @@ GENERIC_MISTAKES = {
 }
 
 
-def translated(key: str, english: str, **fields: Any) -> str:
-    """The registry's text `english` (a success line or a hint template) in the student's language
-    (helpers.set_language), filled with fields. The key is <exercise>:success, <exercise>:<code> or
-    generic:<code>; tfs-translate extracts these texts from the registry itself."""
-    return tr(key, english, **fields)
-
-
 class Mistake(Exception):
     """Raised inside a check body: the answer is wrong; the text is the message shown."""
 
@@ -60,12 +49,10 @@ class Known(Exception):
 
 
 class NotImplementedYet(Exception):
-    """The student's function still holds its stub (read from its source: guard.is_stub)."""
+    """The student's function still holds its stub (read from its source: source.is_stub)."""
 
 
 def generic(code: str, **fields: Any) -> Mistake:
-    """A Mistake with one of the GENERIC_MISTAKES codes and its filled-in message (in the student's language)."""
-    return Mistake(translated(f"generic:{code}", GENERIC_MISTAKES[code], **fields), code)
-
-
-__all__ = ["GENERIC_MISTAKES", "Known", "Mistake", "NotImplementedYet", "generic", "translated"]
+    """A Mistake with one of the GENERIC_MISTAKES codes and its filled-in message (in the student's language).
+    Its key is generic:<code>; tfs-translate reads the registry's texts from GENERIC_MISTAKES itself."""
+    return Mistake(tr(f"generic:{code}", GENERIC_MISTAKES[code], **fields), code)

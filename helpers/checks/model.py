@@ -1,14 +1,10 @@
-"""The check of notebook 05's Transformer: the masks built from token ids, encode, decode and forward, with the
-reference's layers, final norms and positional encoding inside the student's model.
-
-The masks are compared with the reference's (pad_id 2, so that `ids != 0` is wrong) and must be built on the ids'
-device (meta tensors show it on a CPU); encode, decode and forward are compared in eval mode with the known
-wrong passes (wrong_encodings, wrong_decodes, wrong_forwards), forward's gradients with the reference's, the
-shared embeddings by identity, and forward in training mode with the reference's random numbers."""
+"""The check of notebook 05's Transformer: the masks built from token ids (pad_id 2, so that `ids != 0` is wrong,
+and on the ids' device), encode, decode and forward against the reference and its known wrong passes
+(model_cases.py), with the reference's layers, final norms and positional encoding inside the student's model."""
 
 from __future__ import annotations
 
-from typing import Any, Callable
+from typing import Any
 
 import numpy as np
 import torch
@@ -17,16 +13,20 @@ from torch import nn
 from ..i18n import tr
 from ..masking import causal_mask_torch, decoder_mask, padding_mask
 from ..transformer import Transformer
-from .harness import Known, Mistake, as_numpy, call, exercise, expect_finite, expect_shape, first_difference, \
-    generic, graded, match_known, same
+from .harness import Known, Mistake, as_numpy, call, exercise, first_difference, generic, graded, match_known, same
 from .model_cases import PAD, TGT_VOCAB, TRAIN_SEED, TRANSFORMER_MISTAKES, _decode, _model_inputs, _reference_model, \
     _side, _student_model, wrong_decodes, wrong_encodings, wrong_forwards
-from .torch_compare import D_MODEL, _as_class, _np, _run, compare_gradients, reference_gradients, reference_output, \
-    protect_inputs, same_in_eval_mode, student_output
+from .layer_norm import compare_output
+from .torch_compare import D_MODEL, _as_class, _np, _run, protect_inputs, reference_output, student_output
 
 
-def _compare_mask(result: Any, expected: torch.Tensor, which: str, wrong: dict[Any, torch.Tensor], hint: str) -> None:
-    """A mask is right when it is boolean and broadcasts to the reference's shape with the same values."""
+def _compare_mask(student: nn.Module, method: str, ids: torch.Tensor, expected: torch.Tensor,
+                  wrong: dict[Any, torch.Tensor], hint: str) -> None:
+    """student.method(ids) (on a copy: a change of the ids is reported) is right when it is boolean and broadcasts
+    to the reference's shape with the same values."""
+    which, given = f"{method}({method[5:8]})", ids.clone()
+    result = call(getattr(student, method), given)
+    protect_inputs((ids,), (given,), (method[5:8],), which)
     mask = as_numpy(result, which)
     if mask.dtype != np.bool_:
         raise Known("mask_not_boolean", which=which, dtype=str(getattr(result, "dtype", mask.dtype)))
@@ -38,9 +38,7 @@ def _compare_mask(result: Any, expected: torch.Tensor, which: str, wrong: dict[A
     right = expected.numpy()
     if np.array_equal(full, right):
         return
-    if np.array_equal(full, ~right):
-        raise Known("mask_inverted", which=which)
-    for key, other in wrong.items():
+    for key, other in {Known("mask_inverted", which=which): ~expected, **wrong}.items():
         if np.array_equal(full, np.broadcast_to(other.numpy(), target)):
             raise key
     index = tuple(int(i) for i in np.argwhere(full != right)[0])
@@ -49,38 +47,21 @@ def _compare_mask(result: Any, expected: torch.Tensor, which: str, wrong: dict[A
                      expected=bool(right[index])))
 
 
-def _mask_of(method: Callable, ids: torch.Tensor, name: str) -> Any:
-    """The student's mask of a copy of ids; a change of the ids is reported."""
-    given = ids.clone()
-    mask = call(method, given)
-    protect_inputs((ids,), (given,), (name,), f"{method.__name__}({name})")
-    return mask
-
-
 def _check_masks(student: nn.Module, reference: Transformer, src: torch.Tensor, tgt: torch.Tensor) -> None:
-    _compare_mask(_mask_of(student.make_src_mask, src, "src"), reference.make_src_mask(src), "make_src_mask(src)",
+    _compare_mask(student, "make_src_mask", src, reference.make_src_mask(src),
                   {Known("pad_id_hardcoded", which="make_src_mask(src)", pad_id=PAD): padding_mask(src, 0)},
                   tr("transformer:src_mask_shape", "The source mask has shape (batch, 1, 1, L_src): one row per "
                      "sentence, broadcast over the heads and the queries."))
-    length = tgt.shape[1]
-    _compare_mask(_mask_of(student.make_tgt_mask, tgt, "tgt"), reference.make_tgt_mask(tgt), "make_tgt_mask(tgt)",
-                  {Known("tgt_mask_no_padding"): causal_mask_torch(length)[None, None],
-                   Known("no_causal_mask"): padding_mask(tgt, PAD),
-                   Known("tgt_mask_upper_triangle"): padding_mask(tgt, PAD) & causal_mask_torch(length).T,
-                   Known("tgt_mask_upper_triangle"): padding_mask(tgt, PAD) & ~causal_mask_torch(length),
-                   Known("tgt_padding_on_queries"): (tgt != PAD)[:, None, :, None] & causal_mask_torch(length),
+    causal, padding = causal_mask_torch(tgt.shape[1]), padding_mask(tgt, PAD)
+    _compare_mask(student, "make_tgt_mask", tgt, reference.make_tgt_mask(tgt),
+                  {Known("tgt_mask_no_padding"): causal[None, None],
+                   Known("no_causal_mask"): padding,
+                   Known("tgt_mask_upper_triangle"): padding & causal.T,
+                   Known("tgt_mask_upper_triangle"): padding & ~causal,
+                   Known("tgt_padding_on_queries"): (tgt != PAD)[:, None, :, None] & causal,
                    Known("pad_id_hardcoded", which="make_tgt_mask(tgt)", pad_id=PAD): decoder_mask(tgt, 0)},
                   tr("transformer:tgt_mask_shape", "The target mask has shape (batch, 1, L_tgt, L_tgt): the causal "
                      "(L_tgt, L_tgt) mask combined with the target's padding mask (batch, 1, 1, L_tgt)."))
-
-
-def _error_only(message: str) -> str:
-    """"RuntimeError: ..." out of a raised_error message, without the line it came from, cut at a word (at most
-    about 120 characters), never in the middle of a code span."""
-    error = message.split(" raised ", 1)[-1].split(" (at line")[0].strip()
-    if len(error) > 120:
-        error = error[:117].rsplit(" ", 1)[0] + " ..."
-    return error.replace("`", "'")
 
 
 def _check_mask_devices(student: nn.Module, src: torch.Tensor, tgt: torch.Tensor) -> None:
@@ -90,8 +71,11 @@ def _check_mask_devices(student: nn.Module, src: torch.Tensor, tgt: torch.Tensor
         try:
             mask = call(getattr(student, method), ids.to("meta"))
         except Mistake as error:
-            if "device" in str(error):
-                raise Known("mask_wrong_device", which=which, detail=_error_only(str(error))) from None
+            if "device" in str(error):  # the error alone, cut at a word, never in the middle of a code span
+                detail = str(error).split(" raised ", 1)[-1].split(" (at line")[0].strip()
+                if len(detail) > 120:
+                    detail = detail[:117].rsplit(" ", 1)[0] + " ..."
+                raise Known("mask_wrong_device", which=which, detail=detail.replace("`", "'")) from None
             continue  # code that needs the ids' values (meta tensors have none) cannot be checked this way
         device = getattr(mask, "device", None)
         if device is not None and device.type != "meta":
@@ -104,23 +88,19 @@ def _check_encode(student: nn.Module, reference: Transformer, src: torch.Tensor,
     length = src.shape[1]
     what = tr("transformer:what_encode", "Transformer({label}).encode(src, src_mask) with L_src={length}",
               label=label, length=length)
-    out = student_output(student.encode, (src, src_mask), ("src", "src_mask"), what)
-    expect_shape(out, (src.shape[0], length, D_MODEL), what,
-                 tr("transformer:encode_shape", "encode returns the memory, (batch, L_src, d_model)."))
-    expect_finite(out, what)
-    with torch.no_grad():
-        expected = _np(reference.encode(src, src_mask))
-    if same(out, expected):
-        return
-    same_in_eval_mode(student.encode, (src, src_mask), ("src", "src_mask"), what, out)
-    match_known(out, wrong_encodings(reference, src, src_mask))
-    longer = torch.cat([src, torch.full((src.shape[0], 2), PAD)], dim=1)  # more padding must change nothing
-    padded = _run(student.encode, longer, reference.make_src_mask(longer), what=what)
-    real = src_mask[:, 0, 0, :].numpy()
-    if padded.shape[:2] == longer.shape and not np.allclose(padded[:, :length][real], out[real], rtol=0, atol=1e-9):
-        raise Known("src_mask_not_in_encoder")
-    raise Mistake(tr("harness:differs", "{what} differs from the reference: {difference}.", what=what,
-                     difference=first_difference(out, expected)))
+
+    def known(out: np.ndarray) -> None:
+        match_known(out, wrong_encodings(reference, src, src_mask))
+        longer = torch.cat([src, torch.full((src.shape[0], 2), PAD)], dim=1)  # more padding must change nothing
+        padded = _run(student.encode, longer, reference.make_src_mask(longer), what=what)
+        real = src_mask[:, 0, 0, :].numpy()
+        if padded.shape[:2] == longer.shape and not np.allclose(padded[:, :length][real], out[real], rtol=0,
+                                                                atol=1e-9):
+            raise Known("src_mask_not_in_encoder")
+
+    compare_output(student.encode, reference.encode, (src, src_mask), ("src", "src_mask"), what,
+                   (src.shape[0], length, D_MODEL),
+                   tr("transformer:encode_shape", "encode returns the memory, (batch, L_src, d_model)."), known)
 
 
 def _check_decode(student: nn.Module, reference: Transformer, src: torch.Tensor, tgt: torch.Tensor,
@@ -128,67 +108,58 @@ def _check_decode(student: nn.Module, reference: Transformer, src: torch.Tensor,
     src_mask, tgt_mask = reference.make_src_mask(src), reference.make_tgt_mask(tgt)
     with torch.no_grad():
         memory = reference.encode(src, src_mask)
+    args = (tgt, memory, src_mask, tgt_mask)
     batch, length = tgt.shape
     vocab = reference.tgt_vocab_size
     what = tr("transformer:what_decode", "Transformer({label}).decode(tgt, memory, src_mask, tgt_mask) with "
               "L_src={l_src}, L_tgt={l_tgt}", label=label, l_src=src.shape[1], l_tgt=length)
-    out = student_output(student.decode, (tgt, memory, src_mask, tgt_mask), ("tgt", "memory", "src_mask", "tgt_mask"),
-                         what)
-    if out.shape == (batch, length, D_MODEL) != (batch, length, vocab):
-        with torch.no_grad():
-            hidden = [_np(_decode(reference, tgt, memory, src_mask, tgt_mask, final_norm=final, output="hidden"))
-                      for final in (True, False)]
-        if any(same(out, h) for h in hidden):  # the decoder's vectors, with or without the final norm
-            raise Known("no_generator")
-    expect_shape(out, (batch, length, vocab), what,
-                 tr("transformer:decode_shape", "decode returns logits, (batch, L_tgt, tgt_vocab_size)."))
-    expect_finite(out, what)
-    with torch.no_grad():
-        expected = _np(reference.decode(tgt, memory, src_mask, tgt_mask))
-    if same(out, expected):
-        return
-    same_in_eval_mode(student.decode, (tgt, memory, src_mask, tgt_mask), ("tgt", "memory", "src_mask", "tgt_mask"),
-                      what, out)
-    match_known(out, wrong_decodes(reference, tgt, memory, src_mask, tgt_mask))
-    if same(_run(student.decode, tgt, memory + 1.0, src_mask, tgt_mask, what=what), out, atol=1e-12):
-        raise Known("memory_not_used")
-    changed = tgt.clone()
-    changed[[0, 2], -1] = 3 + (changed[[0, 2], -1] - 2) % (vocab - 3)  # another real token at the last position
-    later = _run(student.decode, changed, memory, src_mask, reference.make_tgt_mask(changed), what=what)
-    if not np.allclose(later[[0, 2], :-1], out[[0, 2], :-1], rtol=0, atol=1e-9):
-        raise Known("no_causal_mask")
-    padded = memory.clone()
-    padded[~src_mask[:, 0, 0, :]] += 3.0  # other vectors where the source is padding
-    if not np.allclose(_run(student.decode, tgt, padded, src_mask, tgt_mask, what=what), out, rtol=0, atol=1e-9):
-        raise Known("src_mask_not_in_cross_attention")
-    raise Mistake(tr("harness:differs", "{what} differs from the reference: {difference}.", what=what,
-                     difference=first_difference(out, expected)))
+
+    def no_generator(out: np.ndarray) -> None:
+        if out.shape == (batch, length, D_MODEL) != (batch, length, vocab):
+            with torch.no_grad():
+                hidden = [_np(_decode(reference, *args, final_norm=final, output="hidden")) for final in (True, False)]
+            if any(same(out, h) for h in hidden):  # the decoder's vectors, with or without the final norm
+                raise Known("no_generator")
+
+    def known(out: np.ndarray) -> None:
+        match_known(out, wrong_decodes(reference, *args))
+        if same(_run(student.decode, tgt, memory + 1.0, src_mask, tgt_mask, what=what), out, atol=1e-12):
+            raise Known("memory_not_used")
+        changed = tgt.clone()
+        changed[[0, 2], -1] = 3 + (changed[[0, 2], -1] - 2) % (vocab - 3)  # another real token at the last position
+        later = _run(student.decode, changed, memory, src_mask, reference.make_tgt_mask(changed), what=what)
+        if not np.allclose(later[[0, 2], :-1], out[[0, 2], :-1], rtol=0, atol=1e-9):
+            raise Known("no_causal_mask")
+        padded = memory.clone()
+        padded[~src_mask[:, 0, 0, :]] += 3.0  # other vectors where the source is padding
+        if not np.allclose(_run(student.decode, tgt, padded, src_mask, tgt_mask, what=what), out, rtol=0, atol=1e-9):
+            raise Known("src_mask_not_in_cross_attention")
+
+    compare_output(student.decode, reference.decode, args, ("tgt", "memory", "src_mask", "tgt_mask"), what,
+                   (batch, length, vocab),
+                   tr("transformer:decode_shape", "decode returns logits, (batch, L_tgt, tgt_vocab_size)."), known,
+                   before=no_generator)
 
 
 def _check_forward(student: nn.Module, reference: Transformer, src: torch.Tensor, tgt: torch.Tensor,
                    label: str) -> None:
-    batch, length = tgt.shape
     what = tr("transformer:what_forward", "Transformer({label})(src, tgt) with L_src={l_src}, L_tgt={l_tgt}",
-              label=label, l_src=src.shape[1], l_tgt=length)
-    out = student_output(student, (src, tgt), ("src", "tgt"), what)
-    expect_shape(out, (batch, length, reference.tgt_vocab_size), what,
-                 tr("transformer:forward_shape", "forward returns logits, (batch, L_tgt, tgt_vocab_size), one row per "
-                    "target position: it does not shift tgt (the training loop passes the decoder's input)."))
-    expect_finite(out, what)
-    expected = reference_output(reference, (src, tgt))
-    if same(out, expected):
-        compare_gradients(student, student, (src, tgt), {}, reference_gradients(reference, reference, (src, tgt), {}),
-                          what)
-        return
-    same_in_eval_mode(student, (src, tgt), ("src", "tgt"), what, out)
-    match_known(out, wrong_forwards(reference, src, tgt))
-    other = src.clone()
-    other[:, 0] = 3 + (other[:, 0] - 2) % (TGT_VOCAB - 3)  # another real first token in every sentence
-    if same(_run(student, other, tgt, what=what), out, atol=1e-12):
-        raise Known("memory_not_used")
-    raise Mistake(tr("transformer:forward_differs", "{what} differs from the reference: {difference}. Look at the "
-                     "masks and the memory that forward hands to encode and decode.", what=what,
-                     difference=first_difference(out, expected)))
+              label=label, l_src=src.shape[1], l_tgt=tgt.shape[1])
+
+    def known(out: np.ndarray) -> None:
+        match_known(out, wrong_forwards(reference, src, tgt))
+        other = src.clone()
+        other[:, 0] = 3 + (other[:, 0] - 2) % (TGT_VOCAB - 3)  # another real first token in every sentence
+        if same(_run(student, other, tgt, what=what), out, atol=1e-12):
+            raise Known("memory_not_used")
+
+    compare_output(student, reference, (src, tgt), ("src", "tgt"), what, (*tgt.shape, reference.tgt_vocab_size),
+                   tr("transformer:forward_shape", "forward returns logits, (batch, L_tgt, tgt_vocab_size), one row "
+                      "per target position: it does not shift tgt (the training loop passes the decoder's input)."),
+                   known, grads={}, differs=lambda difference: tr(
+                       "transformer:forward_differs", "{what} differs from the reference: {difference}. Look at the "
+                       "masks and the memory that forward hands to encode and decode.", what=what,
+                       difference=difference))
 
 
 def _check_embedding_dropout(cls: type) -> None:
@@ -268,6 +239,3 @@ def check_transformer(TransformerClass: Any) -> str:
     _compare_in_training(cls)
     return tr("transformer:checked", "(Checked with the reference layers inside your model, so that only this "
               "exercise's code is tested.)")
-
-
-__all__ = ["TRANSFORMER_MISTAKES", "check_transformer", "wrong_decodes", "wrong_encodings", "wrong_forwards"]

@@ -16,7 +16,7 @@ from ..i18n import tr
 from ..masking import padding_mask
 from ..transformer import Transformer
 from .harness import Known, call
-from .torch_compare import D_FF, D_MODEL, HEADS, TORCH_MISTAKES, _fit, _np, _randomise, _setup_mistakes
+from .torch_compare import D_FF, D_MODEL, HEADS, TORCH_MISTAKES, _fit, _randomise, _setup_mistakes, seeded_outputs
 
 TRAIN_SEED = 27
 
@@ -90,10 +90,6 @@ def _side(side: str) -> str:
     """The {side} of a hint, "source" or "target", in the student's language."""
     return (tr("transformer:side_source", "source") if side == "source"
             else tr("transformer:side_target", "target"))
-
-
-def _ids(rows: list[list[int]]) -> torch.Tensor:
-    return torch.tensor(rows, dtype=torch.long)
 
 
 def _model_inputs(l_src: int, l_tgt: int, seed: int | None = None) -> tuple[torch.Tensor, torch.Tensor]:
@@ -192,17 +188,6 @@ def _decode(model: Transformer, tgt: torch.Tensor, memory: torch.Tensor, src_mas
     return torch.log_softmax(logits, dim=-1) if output == "log_softmax" else logits
 
 
-def _outputs(make: dict[Any, Callable[[], torch.Tensor]]) -> dict[Any, np.ndarray]:
-    out = {}
-    with torch.no_grad():
-        for key, run in make.items():
-            try:
-                out[key] = _np(run())
-            except Exception:  # noqa: BLE001 - a mistake that cannot run at these shapes
-                continue
-    return out
-
-
 def wrong_encodings(model: Transformer, src: torch.Tensor, src_mask: torch.Tensor) -> dict[Any, np.ndarray]:
     """What the common wrong encode(src, src_mask) give: mistake code (or Known with fields) -> memory."""
     make: dict[Any, Callable[[], torch.Tensor]] = {
@@ -218,7 +203,7 @@ def wrong_encodings(model: Transformer, src: torch.Tensor, src_mask: torch.Tenso
     }
     if model.norm_first:
         make[Known("no_final_norm", stack="encoder")] = lambda: _encode(model, src, src_mask, final_norm=False)
-    return _outputs(make)
+    return seeded_outputs(make)
 
 
 def wrong_decodes(model: Transformer, tgt: torch.Tensor, memory: torch.Tensor, src_mask: torch.Tensor,
@@ -247,14 +232,14 @@ def wrong_decodes(model: Transformer, tgt: torch.Tensor, memory: torch.Tensor, s
     }
     if model.norm_first:
         make[Known("no_final_norm", stack="decoder")] = run(final_norm=False)
-    return _outputs(make)
+    return seeded_outputs(make)
 
 
 def wrong_forwards(model: Transformer, src: torch.Tensor, tgt: torch.Tensor) -> dict[Any, np.ndarray]:
     """What the common wrong forward(src, tgt) give (the masks or the memory passed wrongly): code -> logits."""
     src_mask, tgt_mask = model.make_src_mask(src), model.make_tgt_mask(tgt)
     embedded = _embed(model, src, model.src_embed)
-    return _outputs({
+    return seeded_outputs({
         "src_mask_not_in_encoder": lambda: model.decode(tgt, _encode(model, src, src_mask, mask=False), src_mask,
                                                         tgt_mask),
         "src_mask_not_in_cross_attention": lambda: model.decode(tgt, model.encode(src, src_mask), None, tgt_mask),
@@ -276,7 +261,3 @@ def _scales(model: Transformer, side: str, vocab: int, run: Callable[[float], to
               f"sqrt(d_k) = sqrt({d_model // heads})": math.sqrt(d_model // heads)}
     return {Known("wrong_embedding_scale", side=_side(side), scale=label, sqrt_d_model=f"{math.sqrt(d_model):.3g}"):
             (lambda value=value: run(value)) for label, value in scales.items()}
-
-
-__all__ = ["MAX_LEN", "MODEL_LAYERS", "PAD", "SRC_VOCAB", "TGT_VOCAB", "TRAIN_SEED", "TRANSFORMER_MISTAKES",
-           "wrong_decodes", "wrong_encodings", "wrong_forwards"]

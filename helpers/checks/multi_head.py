@@ -7,7 +7,7 @@ from typing import Callable
 
 import numpy as np
 
-from ..attention import masked_softmax
+from ..attention import masked_softmax, softmax
 from ..multi_head import combine_heads, multi_head_attention, split_heads
 from ..i18n import tr
 from .harness import (Known, call, compare, exercise, expect_shape, first_difference, graded, match_known,
@@ -17,7 +17,6 @@ _MIXES = ("that silently mixes positions across heads (head 0 gets the first pos
           "features of every position).")
 
 
-# ----------------------------------------------------------------------------- split / combine
 SPLIT_MISTAKES = {
     "reshape_without_transpose": "you reshaped straight to (batch, h, L, d_k) without a transpose: " + _MIXES
                                  + " First split the last axis into (h, d_k), giving (batch, L, h, d_k); then "
@@ -56,18 +55,16 @@ def split_cases() -> list[tuple[np.ndarray, int]]:
 
 
 def _drawn_split_case(rng: np.random.Generator) -> tuple[np.ndarray, int]:
-    """(x, num_heads) of drawn sizes and values (when grading)."""
     heads, d_k = int(rng.integers(2, 6)), int(rng.integers(2, 6))
     return rng.normal(size=(int(rng.integers(1, 4)), int(rng.integers(2, 9)), heads * d_k)), heads
 
 
 def wrong_splits(x: np.ndarray, num_heads: int) -> dict:
     """The usual wrong split_heads: mistake code -> the array it produces."""
-    batch, length, d_model = x.shape
-    d_k = d_model // num_heads
+    batch, length, _ = x.shape
     return {
-        "reshape_without_transpose": x.reshape(batch, num_heads, length, d_k),
-        "heads_interleaved": x.reshape(batch, length, d_k, num_heads).transpose(0, 3, 1, 2),
+        "reshape_without_transpose": x.reshape(batch, num_heads, length, -1),
+        "heads_interleaved": x.reshape(batch, length, -1, num_heads).transpose(0, 3, 1, 2),
     }
 
 
@@ -79,16 +76,14 @@ def wrong_splits(x: np.ndarray, num_heads: int) -> dict:
 def check_split_heads(split_fn: Callable) -> str:
     """Check a student's split_heads(x, num_heads): (batch, L, d_model) -> (batch, h, L, d_k)."""
     for x, num_heads in graded(split_cases(), _drawn_split_case):
-        batch, length, d_model = x.shape
-        d_k = d_model // num_heads
         what = tr("split_heads:what", "split_heads(<x of shape {shape}>, {num_heads})", shape=x.shape,
                   num_heads=num_heads)
         result = to_array(call(split_fn, x.copy(), num_heads), what)
-        expected_shape = (batch, num_heads, length, d_k)
-        if result.shape == (batch, length, num_heads, d_k) and same(result, x.reshape(batch, length, num_heads, d_k)):
-            raise Known("axes_not_swapped", what=what, shape=result.shape, expected=expected_shape)
-        expect_shape(result, expected_shape, what, tr("split_heads:shape_hint", "The result is (batch, h, L, d_k)."))
-        compare(result, split_heads(x, num_heads), wrong_splits(x, num_heads), what)
+        expected = split_heads(x, num_heads)
+        if same(result, expected.transpose(0, 2, 1, 3)):  # (batch, L, h, d_k): L and h not exchanged
+            raise Known("axes_not_swapped", what=what, shape=result.shape, expected=expected.shape)
+        expect_shape(result, expected.shape, what, tr("split_heads:shape_hint", "The result is (batch, h, L, d_k)."))
+        compare(result, expected, wrong_splits(x, num_heads), what)
     return tr("split_heads:checked", "Checked 3 shapes, up to h = 8 heads of d_k = 8.")
 
 
@@ -112,19 +107,15 @@ def check_combine_heads(combine_fn: Callable) -> str:
     """Check a student's combine_heads(x): (batch, h, L, d_k) -> (batch, L, h * d_k)."""
     for x, num_heads in graded(split_cases(), _drawn_split_case):
         heads = split_heads(x, num_heads)
-        batch, h, length, d_k = heads.shape
         what = tr("combine_heads:what", "combine_heads(<x of shape {shape}>)", shape=heads.shape)
         result = to_array(call(combine_fn, heads.copy()), what)
-        expected_shape = (batch, length, h * d_k)
-        if result.shape == (batch, length, h, d_k) and same(result, heads.transpose(0, 2, 1, 3)):
-            raise Known("not_reshaped", what=what, shape=result.shape, expected=expected_shape)
-        expect_shape(result, expected_shape, what,
-                     tr("combine_heads:shape_hint", "The result is (batch, L, h * d_k)."))
+        if same(result, heads.transpose(0, 2, 1, 3)):  # (batch, L, h, d_k): the last two not merged
+            raise Known("not_reshaped", what=what, shape=result.shape, expected=x.shape)
+        expect_shape(result, x.shape, what, tr("combine_heads:shape_hint", "The result is (batch, L, h * d_k)."))
         compare(result, combine_heads(heads), wrong_combines(heads), what)
     return tr("combine_heads:checked", "combine_heads(split_heads(x)) gives x back for 3 shapes.")
 
 
-# ----------------------------------------------------------------------------- multi-head attention
 MHA_MISTAKES = {
     "no_output_projection": "you forgot the output projection: multiply the concatenated heads by w_o.",
     "scaled_by_sqrt_d_model": "you scaled by sqrt(d_model) = {sqrt_d_model}: each head uses its own "
@@ -152,38 +143,31 @@ MHA_MISTAKES = {
 }
 
 
+def _mha_case(rng: np.random.Generator, batch: int, l_q: int, l_k: int, heads: int, d_k: int, masked: bool) -> dict:
+    """The keyword arguments of multi_head_attention for a cross-attention drawn from rng."""
+    d_model = heads * d_k
+    case = dict(x_q=rng.normal(size=(batch, l_q, d_model)), x_kv=rng.normal(size=(batch, l_k, d_model)))
+    case.update({name: rng.normal(scale=1 / math.sqrt(d_model), size=(d_model, d_model))
+                 for name in ("w_q", "w_k", "w_v", "w_o")}, num_heads=heads, mask=None)
+    if masked:
+        case["mask"] = rng.random((batch, 1, l_q, l_k)) > 0.4
+        case["mask"][..., 0], case["mask"][..., -1] = True, False
+    return case
+
+
 def mha_cases() -> list[tuple[str, dict]]:
     """(description, kwargs) for multi_head_attention: cross-attention (L_q != L_k), then with a mask."""
     rng = np.random.default_rng(50)
-    d_model = 12
-
-    def weights() -> dict:
-        return {name: rng.normal(scale=1 / math.sqrt(d_model), size=(d_model, d_model))
-                for name in ("w_q", "w_k", "w_v", "w_o")}
-
-    first = dict(x_q=rng.normal(size=(2, 3, d_model)), x_kv=rng.normal(size=(2, 5, d_model)), **weights(),
-                 num_heads=3, mask=None)
-    second = dict(x_q=rng.normal(size=(2, 4, d_model)), x_kv=rng.normal(size=(2, 6, d_model)), **weights(),
-                  num_heads=4, mask=None)
-    mask = rng.random((2, 1, 4, 6)) > 0.4
-    mask[..., 0], mask[..., -1] = True, False
-    second["mask"] = mask
+    first, second = _mha_case(rng, 2, 3, 5, 3, 4, masked=False), _mha_case(rng, 2, 4, 6, 4, 3, masked=True)
     return [("x_q (2, 3, 12), x_kv (2, 5, 12), h = 3", first),
             (tr("multi_head_attention:case_masked", "x_q (2, 4, 12), x_kv (2, 6, 12), h = 4, mask (2, 1, 4, 6)"),
              second)]
 
 
 def _drawn_mha_case(rng: np.random.Generator) -> tuple[str, dict]:
-    """A masked cross-attention case of drawn sizes and values (when grading)."""
     heads, d_k, batch = int(rng.integers(2, 5)), int(rng.integers(2, 5)), int(rng.integers(1, 4))
-    d_model, length_q, length_k = heads * d_k, int(rng.integers(2, 7)), int(rng.integers(2, 7))
-    case = {name: rng.normal(scale=1 / math.sqrt(d_model), size=(d_model, d_model))
-            for name in ("w_q", "w_k", "w_v", "w_o")}
-    mask = rng.random((batch, 1, length_q, length_k)) > 0.4
-    mask[..., 0], mask[..., -1] = True, False
-    case.update(x_q=rng.normal(size=(batch, length_q, d_model)), x_kv=rng.normal(size=(batch, length_k, d_model)),
-                num_heads=heads, mask=mask)
-    return f"x_q {case['x_q'].shape}, x_kv {case['x_kv'].shape}, h = {heads}, mask {mask.shape}", case
+    case = _mha_case(rng, batch, int(rng.integers(2, 7)), int(rng.integers(2, 7)), heads, d_k, masked=True)
+    return f"x_q {case['x_q'].shape}, x_kv {case['x_kv'].shape}, h = {heads}, mask {case['mask'].shape}", case
 
 
 def _mha_variant(x_q, x_kv, w_q, w_k, w_v, w_o, num_heads, mask, *, scale=None, split=split_heads,
@@ -201,21 +185,9 @@ def _mha_variant(x_q, x_kv, w_q, w_k, w_v, w_o, num_heads, mask, *, scale=None, 
     if softmax_axis == -1:
         weights = masked_softmax(scores, None if ignore_mask else mask)
     else:  # the softmax over the queries
-        filled = scores if mask is None else np.where(mask, scores, -np.inf)
-        weights = np.exp(filled - filled.max(axis=softmax_axis, keepdims=True))
-        weights = weights / weights.sum(axis=softmax_axis, keepdims=True)
+        weights = softmax(scores if mask is None else np.where(mask, scores, -np.inf), axis=softmax_axis)
     heads = combine(weights @ v)
     return (heads @ w_o if use_w_o else heads), weights
-
-
-def _split_mixed(x: np.ndarray, n: int) -> np.ndarray:
-    b, length, d = x.shape
-    return x.reshape(b, n, length, d // n)
-
-
-def _combine_mixed(x: np.ndarray) -> np.ndarray:
-    b, n, length, d_k = x.shape
-    return x.reshape(b, length, n * d_k)
 
 
 def wrong_multi_heads(case: dict) -> dict:
@@ -226,7 +198,8 @@ def wrong_multi_heads(case: dict) -> dict:
         "no_output_projection": dict(use_w_o=False),
         Known("scaled_by_sqrt_d_model", sqrt_d_model=f"{math.sqrt(d_model):.3g}", d_k=d_model // h):
             dict(scale=math.sqrt(d_model)),
-        "reshape_without_transpose": dict(split=_split_mixed, combine=_combine_mixed),
+        "reshape_without_transpose": dict(split=lambda x, n: x.reshape(x.shape[0], n, x.shape[1], -1),
+                                          combine=lambda x: x.reshape(x.shape[0], x.shape[2], -1)),
         "weights_transposed": dict(transpose_w=True),
         "k_v_swapped": dict(swap_k_v=True),
         Known("not_scaled", d_k=d_model // h): dict(scale=1.0),
@@ -260,14 +233,14 @@ def check_multi_head_attention(mha_fn: Callable) -> str:
         kwargs = {} if case["mask"] is None else {"mask": case["mask"].copy()}
         output, weights = output_and_weights(call(mha_fn, *args, **kwargs), what)
         expected_out, expected_w = multi_head_attention(**case)
-        batch, length_q, _ = case["x_q"].shape
-        length_k = case["x_kv"].shape[1]
-        if weights.shape == (batch, length_q, length_k) and same(weights, expected_w.mean(axis=1)):
+        length_q, length_k = case["x_q"].shape[1], case["x_kv"].shape[1]
+        if same(weights, expected_w.mean(axis=1)):
             raise Known("weights_averaged_over_heads", what=what, shape=weights.shape, expected=expected_w.shape)
         if weights.shape[:-1] == expected_w.shape[:-1] and weights.shape[-1] == length_q != length_k:
             match_known((output, weights), {Known("kv_from_x_q", what=what, length_q=length_q, length_k=length_k):
                                             _kv_from_x_q(case)})
-        expect_shape(weights, expected_w.shape, tr("harness:part_weights", "{what}: weights", what=what),
+        part_w = tr("harness:part_weights", "{what}: weights", what=what)
+        expect_shape(weights, expected_w.shape, part_w,
                      tr("multi_head_attention:weights_shape", "The weights are (batch, h, L_q, L_k)."))
         expect_shape(output, expected_out.shape, tr("harness:part_output", "{what}: output", what=what),
                      tr("multi_head_attention:output_shape", "The output is (batch, L_q, d_model)."))
@@ -276,10 +249,6 @@ def check_multi_head_attention(mha_fn: Callable) -> str:
         match_known((output, weights), wrong_multi_heads(case))
         if same(weights, expected_w):
             raise Known("output_wrong_weights_right", what=what, difference=first_difference(output, expected_out))
-        compare(weights, expected_w, {}, tr("harness:part_weights", "{what}: weights", what=what))
+        compare(weights, expected_w, {}, part_w)
     return tr("multi_head_attention:checked",
               "Cross-attention with h = 3 and a masked case with h = 4 match the reference.")
-
-
-__all__ = ["COMBINE_MISTAKES", "MHA_MISTAKES", "SPLIT_MISTAKES", "check_combine_heads", "check_multi_head_attention",
-           "check_split_heads", "mha_cases", "split_cases", "wrong_combines", "wrong_multi_heads", "wrong_splits"]

@@ -10,15 +10,13 @@ Each exercise declares ``off_limits`` (harness.Exercise) as dotted names:
     "torch.nn.CrossEntropyLoss:label_smoothing"   that class built with label_smoothing set
     "torch.ops.aten.*layer_norm*"                 every torch operator or function whose name matches
 
-``off_limits_reached(answer, names)`` reads the answer's source: every name and attribute chain
-(``helpers.positional_encoding``, ``F.layer_norm``, ``torch.ops.aten.layer_norm``) is resolved against the
-function's globals, its closure, its own imports and the builtins, and an off-limits object, an alias of it,
-a method of an off-limits class or a subclass of one is reported; so are the student's own functions and
-classes that the answer names, read the same way. ``forbidden(exercise)`` is the block in which the harness
-calls the answer: a TorchFunctionMode refuses the off-limits torch functions, Tensor methods and
-``torch.ops`` calls however they were reached (``getattr(F, "layer" + "_norm")``, ``F.group_norm``), and
-records them even when the answer catches the error. What neither sees (a fresh copy of a module made
-with ``runpy``, a C function of torch reached by its private name) is not refused.
+``off_limits_reached(answer, names)`` reads the answer's source (and that of the student's own functions
+and classes it names): every name and attribute chain is resolved against the function's globals, closure,
+own imports and the builtins, and an off-limits object, an alias, a method or a subclass of one is reported.
+``forbidden(exercise)`` is the block in which the harness calls the answer: a TorchFunctionMode refuses the
+off-limits torch functions, Tensor methods and ``torch.ops`` calls however they were reached, and records
+them even when the answer catches the error. What neither sees (a fresh copy of a module made with
+``runpy``, a C function of torch reached by its private name) is not refused.
 """
 
 from __future__ import annotations
@@ -27,9 +25,12 @@ import ast
 import builtins
 import contextlib
 import fnmatch
-import importlib
+import functools
 import inspect
+import pkgutil
 from typing import Any, Iterator
+
+from torch.overrides import TorchFunctionMode
 
 from .source import answer_functions, function_nodes, functions_of, target_of
 
@@ -69,18 +70,14 @@ class _Limits:
             if dotted.startswith("torch.") and not inspect.isclass(obj):
                 self.torch[obj] = (spec, keyword or None)
 
-    def operator(self, name: str | None) -> str | None:
-        """The operator's name when it matches a refused pattern."""
-        if name and any(fnmatch.fnmatchcase(name, pattern) for pattern in self.patterns):
-            return name
-        return None
-
     def operator_label(self, func: Any) -> str | None:
-        """How to name a torch function or operator whose name matches a refused pattern, or None."""
-        op = self.operator(operator_name(func))
-        if op is None:
+        """How to name a torch function or operator whose name matches a refused pattern, or None: its name is
+        `layer_norm` for torch.ops.aten.layer_norm (str() "aten.layer_norm.default") and torch.layer_norm."""
+        text = str(func)
+        op = text.split(".")[1] if text.startswith("aten.") else getattr(func, "__name__", None)
+        if not (isinstance(op, str) and any(fnmatch.fnmatchcase(op, pattern) for pattern in self.patterns)):
             return None
-        if str(func).startswith("aten."):
+        if text.startswith("aten."):
             return f"torch.ops.aten.{op}"
         module = getattr(func, "__module__", None)
         public = isinstance(module, str) and module.startswith("torch") and "._" not in module
@@ -99,30 +96,15 @@ class _Limits:
         return name
 
 
-_LIMITS: dict[tuple[str, ...], _Limits] = {}
-
-
-def _limits(names: tuple[str, ...]) -> _Limits:
-    if names not in _LIMITS:
-        _LIMITS[names] = _Limits(names)
-    return _LIMITS[names]
+_limits = functools.cache(_Limits)  # names -> its _Limits, resolved once
 
 
 def _resolve(dotted: str) -> Any:
-    """The object a dotted name names (module attribute chain), or None when it does not exist here."""
-    parts = dotted.split(".")
-    for split in range(len(parts) - 1, 0, -1):
-        try:
-            obj = importlib.import_module(".".join(parts[:split]))
-        except ImportError:
-            continue
-        try:
-            for attr in parts[split:]:
-                obj = getattr(obj, attr)
-        except AttributeError:
-            return None
-        return obj
-    return None
+    """The module or object a dotted name names (its longest importable prefix, then attributes), or None."""
+    try:
+        return pkgutil.resolve_name(dotted)
+    except Exception:  # noqa: BLE001 - a name that does not exist here, a module that does not import
+        return None
 
 
 def _of_torch(obj: Any) -> bool:
@@ -130,16 +112,6 @@ def _of_torch(obj: Any) -> bool:
     owner = getattr(obj, "__objclass__", None)  # a method of torch.Tensor
     modules = (getattr(obj, "__module__", None), getattr(owner, "__module__", None), type(obj).__module__)
     return str(obj).startswith("aten.") or any(isinstance(m, str) and m.split(".")[0] == "torch" for m in modules)
-
-
-def operator_name(func: Any) -> str | None:
-    """The name of a torch operator or function: `layer_norm` for torch.ops.aten.layer_norm (read from
-    str(), "aten.layer_norm.default") and for torch.layer_norm (its __name__)."""
-    text = str(func)
-    if text.startswith("aten."):
-        return text.split(".")[1]
-    name = getattr(func, "__name__", None)
-    return name if isinstance(name, str) else None
 
 
 def _chain(node: ast.AST) -> tuple[str, list[str]] | None:
@@ -153,20 +125,12 @@ def _chain(node: ast.AST) -> tuple[str, list[str]] | None:
 
 def _namespace(function: Any) -> dict[str, Any]:
     """The names a function's code can reach: builtins, then its globals, then its closure."""
-    space = dict(vars(builtins))
-    space.update(getattr(function, "__globals__", {}))
+    space = {**vars(builtins), **getattr(function, "__globals__", {})}
     cells = getattr(function, "__closure__", None) or ()
     for name, cell in zip(function.__code__.co_freevars, cells):
         with contextlib.suppress(ValueError):  # an empty cell
             space[name] = cell.cell_contents
     return space
-
-
-def _module(name: str) -> Any:
-    try:
-        return importlib.import_module(name)
-    except Exception:  # noqa: BLE001 - a module that does not import: the answer's crash, not ours
-        return None
 
 
 def _imported(node: ast.AST) -> dict[str, Any]:
@@ -176,7 +140,7 @@ def _imported(node: ast.AST) -> dict[str, Any]:
         if isinstance(child, ast.Import):
             for alias in child.names:
                 bound = alias.asname or alias.name.split(".")[0]
-                found[bound] = _module(alias.name if alias.asname else bound)
+                found[bound] = _resolve(alias.name if alias.asname else bound)
         elif isinstance(child, ast.ImportFrom) and child.module and not child.level:
             for alias in child.names:
                 found[alias.asname or alias.name] = _resolve(f"{child.module}.{alias.name}")
@@ -200,8 +164,7 @@ def _reachable(value: Any, attributes: list[str]) -> list[Any]:
 
 def _own(obj: Any, home: str | None) -> bool:
     """Whether obj is a function or class the student wrote (defined in the answer's module, not a library)."""
-    return (inspect.isfunction(obj) or inspect.isclass(obj)) and home is not None and \
-        getattr(obj, "__module__", None) == home
+    return (inspect.isfunction(obj) or inspect.isclass(obj)) and home is not None and obj.__module__ == home
 
 
 def _used_in(function: Any, limits: _Limits, seen: set[int], home: str | None) -> str | None:
@@ -209,26 +172,18 @@ def _used_in(function: Any, limits: _Limits, seen: set[int], home: str | None) -
     seen.add(id(function))
     space = _namespace(function)
     defaults = list(function.__defaults__ or ()) + list((function.__kwdefaults__ or {}).values())
-    for value in defaults:
-        name = limits.refused(value)
-        if name:
-            return name
+    name = next(filter(None, map(limits.refused, defaults)), None)
+    if name:
+        return name
     for node in function_nodes(function):
         local = {c.id for c in ast.walk(node) if isinstance(c, ast.Name) and isinstance(c.ctx, ast.Store)}
         local |= {c.arg for c in ast.walk(node) if isinstance(c, ast.arg)}
-        imported = _imported(node)
+        names = {key: value for key, value in space.items() if key not in local} | _imported(node)
         for child in ast.walk(node):
             chain = _chain(child) if isinstance(child, (ast.Name, ast.Attribute)) else None
-            if chain is None:
+            if chain is None or chain[0] not in names:
                 continue
-            root, attributes = chain
-            if root in imported:
-                value = imported[root]
-            elif root in local or root not in space:
-                continue
-            else:
-                value = space[root]
-            for obj in _reachable(value, attributes):
+            for obj in _reachable(names[chain[0]], chain[1]):
                 name = limits.refused(obj) or _conditional(limits, obj, child, node)
                 if name:
                     return name
@@ -243,14 +198,11 @@ def _used_in(function: Any, limits: _Limits, seen: set[int], home: str | None) -
 def _conditional(limits: _Limits, obj: Any, chain: ast.AST, tree: ast.AST) -> str | None:
     """The name of an off-limits call `obj(..., keyword=value)` (value not a constant 0 / None / False)."""
     entry = limits.conditional.get(id(obj))
-    if entry is None:
-        return None
-    spec, keyword = entry
-    for call in ast.walk(tree):
-        if isinstance(call, ast.Call) and call.func is chain:
-            for given in call.keywords:
-                if given.arg == keyword and not (isinstance(given.value, ast.Constant) and not given.value.value):
-                    return spec
+    for call in ast.walk(tree) if entry else ():
+        if isinstance(call, ast.Call) and call.func is chain and any(
+                given.arg == entry[1] and not (isinstance(given.value, ast.Constant) and not given.value.value)
+                for given in call.keywords):
+            return entry[0]
     return None
 
 
@@ -262,67 +214,46 @@ def off_limits_reached(answer: Any, names: tuple[str, ...]) -> str | None:
     limits = _limits(tuple(names))
     target = target_of(answer)
     name = limits.refused(target) if inspect.isclass(target) else None
-    if name:
-        return name
-    home = getattr(target, "__module__", None)
-    seen: set[int] = set()
+    home, seen = getattr(target, "__module__", None), set()
     for function in answer_functions(answer):
-        name = _used_in(function, limits, seen, home)
-        if name:
-            return name
-    return None
+        name = name or _used_in(function, limits, seen, home)
+    return name
 
 
 # ---------------------------------------------------------------------------------------- off limits, run
-_MODE: list[type] = []  # the TorchFunctionMode class, made once (torch is imported late)
-
-
 def _kwarg_set(func: Any, keyword: str, args: tuple, kwargs: dict) -> bool:
     """Whether a call func(*args, **kwargs) gives keyword a value other than its default."""
     try:
         signature = inspect.signature(func)
-        bound = signature.bind_partial(*args, **kwargs)
+        bound = signature.bind_partial(*args, **kwargs).arguments
+        value, default = bound.get(keyword), signature.parameters[keyword].default if keyword in bound else None
     except (TypeError, ValueError):
-        return keyword in kwargs and _differs(kwargs[keyword], None)
-    if keyword not in bound.arguments:
-        return False
-    return _differs(bound.arguments[keyword], signature.parameters[keyword].default)
-
-
-def _differs(value: Any, default: Any) -> bool:
+        value, default = kwargs.get(keyword), None
     try:
         return bool(value != default) and not (default is None and not value)
     except Exception:  # noqa: BLE001 - a tensor compared with a float, say
         return True
 
 
-def _mode_class() -> type:
-    if not _MODE:
-        from torch.overrides import TorchFunctionMode
+class Refuse(TorchFunctionMode):
+    """Refuses the off-limits torch functions, Tensor methods and operators called inside it."""
 
-        class Refuse(TorchFunctionMode):
-            """Refuses the off-limits torch functions, Tensor methods and operators called inside it."""
+    def __init__(self, limits: _Limits):
+        super().__init__()
+        self.limits, self.used = limits, []
 
-            def __init__(self, limits: _Limits):
-                super().__init__()
-                self.limits, self.used = limits, []
-
-            def __torch_function__(self, func, types, args=(), kwargs=None):
-                kwargs = kwargs or {}
-                entry = self.limits.torch.get(func)
-                name = None
-                if entry is not None and (entry[1] is None or _kwarg_set(func, entry[1], args, kwargs)):
-                    name = entry[0]
-                elif self.limits.patterns:
-                    name = self.limits.operator_label(func)
-                if name:
-                    if name not in self.used:
-                        self.used.append(name)
-                    raise OffLimitsUsed(name)
-                return func(*args, **kwargs)
-
-        _MODE.append(Refuse)
-    return _MODE[0]
+    def __torch_function__(self, func, types, args=(), kwargs=None):
+        kwargs = kwargs or {}
+        entry = self.limits.torch.get(func)
+        if entry is not None and (entry[1] is None or _kwarg_set(func, entry[1], args, kwargs)):
+            name = entry[0]
+        else:
+            name = self.limits.operator_label(func) if self.limits.patterns else None
+        if name:
+            if name not in self.used:
+                self.used.append(name)
+            raise OffLimitsUsed(name)
+        return func(*args, **kwargs)
 
 
 @contextlib.contextmanager
@@ -333,9 +264,5 @@ def forbidden(exercise: Any) -> Iterator[list[str]]:
     if not (limits.torch or limits.patterns):
         yield []
         return
-    mode = _mode_class()(limits)
-    with mode:
+    with Refuse(limits) as mode:
         yield mode.used
-
-
-__all__ = ["OffLimitsUsed", "forbidden", "off_limits_reached", "operator_name"]

@@ -14,12 +14,6 @@ from .harness import (Known, Mistake, call, compare, distinct, exercise, expect_
 SIZES = [(10, 16), (7, 6), (50, 512)]
 
 
-def _interleave(sin_part: np.ndarray, cos_part: np.ndarray) -> np.ndarray:
-    out = np.zeros((sin_part.shape[0], 2 * sin_part.shape[1]))
-    out[:, 0::2], out[:, 1::2] = sin_part, cos_part
-    return out
-
-
 POSITION_MISTAKES = {
     "sin_cos_swapped": "you put cos on the even columns and sin on the odd ones. The paper (and this course) puts "
                        "sin on column 2i and cos on column 2i+1; the swapped form is a valid variant, but not the "
@@ -54,26 +48,29 @@ POSITION_MISTAKES = {
 def wrong_position_matrices(seq_length: int, embed_size: int) -> dict:
     """The common wrong answers for create_position_matrix: mistake code -> the matrix it produces."""
     pos = np.arange(seq_length, dtype=np.float64)[:, None]
-    two_i = np.arange(0, embed_size, 2, dtype=np.float64)
+    two_i, column = np.arange(0, embed_size, 2.0), np.arange(embed_size, dtype=np.float64)
     angles = pos / 10000 ** (two_i / embed_size)
-    column = np.arange(embed_size, dtype=np.float64)
-    by_column = pos / 10000 ** (column / embed_size)  # each column j uses j/d, cos columns too
-    half = pos / 10000 ** (two_i / 2 / embed_size)
-    times = pos * 10000 ** (two_i / embed_size)
+
+    def pairs(a: np.ndarray, even=np.sin, odd=np.cos) -> np.ndarray:  # even(a) on columns 2i, odd(a) on 2i+1
+        out = np.zeros((a.shape[0], 2 * a.shape[1]))
+        out[:, 0::2], out[:, 1::2] = even(a), odd(a)
+        return out
+
+    def by_column(exponent: np.ndarray) -> np.ndarray:  # column j with the angle pos / 10000^(exponent_j / d)
+        a = pos / 10000 ** (exponent / embed_size)
+        return np.where(column % 2 == 0, np.sin(a), np.cos(a))
+
     wrong = {
-        "sin_cos_swapped": _interleave(np.cos(angles), np.sin(angles)),
+        "sin_cos_swapped": pairs(angles, np.cos, np.sin),
         "concatenated": np.concatenate([np.sin(angles), np.cos(angles)], axis=1),
-        "i_for_2i": _interleave(np.sin(half), np.cos(half)),
-        "column_index_doubled": np.where(column % 2 == 0, np.sin(pos / 10000 ** (2 * column / embed_size)),
-                                         np.cos(pos / 10000 ** (2 * column / embed_size))),
-        "cos_own_index": np.where(column % 2 == 0, np.sin(by_column), np.cos(by_column)),
-        "multiplied": _interleave(np.sin(times), np.cos(times)),
-        "exponent_doubled": _interleave(np.sin(pos / 10000 ** (2 * two_i / embed_size)),
-                                        np.cos(pos / 10000 ** (2 * two_i / embed_size))),
+        "i_for_2i": pairs(pos / 10000 ** (two_i / 2 / embed_size)),
+        "column_index_doubled": by_column(2 * column),
+        "cos_own_index": by_column(column),
+        "multiplied": pairs(pos * 10000 ** (two_i / embed_size)),
+        "exponent_doubled": pairs(pos / 10000 ** (2 * two_i / embed_size)),
         "positions_from_1": positional_encoding(seq_length + 1, embed_size)[1:],
-        Known("same_function_twice", name="sin"): _interleave(np.sin(angles), np.sin(angles)),
-        Known("same_function_twice", name="cos"): _interleave(np.cos(angles), np.cos(angles)),
-        "exponent_zero": _interleave(np.sin(pos + 0 * two_i), np.cos(pos + 0 * two_i)),
+        **{Known("same_function_twice", name=f.__name__): pairs(angles, f, f) for f in (np.sin, np.cos)},
+        "exponent_zero": pairs(pos + 0 * two_i),
     }
     for base in (1000.0, 100000.0, np.e, 2.0):  # base 100 is the same as the i-for-2i mistake
         wrong[Known("wrong_base", base=f"{base:g}")] = positional_encoding(seq_length, embed_size, base=base)
@@ -91,14 +88,13 @@ def check_create_position_matrix(create_position_matrix) -> str:
     for seq_length, embed_size in sizes:
         what = f"create_position_matrix({seq_length}, {embed_size})"
         result = to_array(call(create_position_matrix, seq_length, embed_size), what)
-        if result.shape == (embed_size, seq_length) != (seq_length, embed_size) and same(
-                result, positional_encoding(seq_length, embed_size).T):
+        expected = positional_encoding(seq_length, embed_size)
+        if result.shape == (embed_size, seq_length) != (seq_length, embed_size) and same(result, expected.T):
             raise Known("rows_columns_swapped", what=what, shape=result.shape)
         expect_shape(result, (seq_length, embed_size), what,
                      tr("create_position_matrix:shape_hint", "One row per position (seq_length rows), one column "
                         "per dimension (embed_size columns)."))
         expect_finite(result, what)
-        expected = positional_encoding(seq_length, embed_size)
         if same(result, expected):
             continue
         match_known(result, wrong_position_matrices(seq_length, embed_size))
@@ -127,19 +123,10 @@ ROTATION_MISTAKES = {
 
 def wrong_rotation_matrices(k: int, d_model: int) -> dict:
     """The common wrong answers for rotation_matrix: mistake code -> the matrix it produces."""
-    right = rotation_matrix(k, d_model)
-    two_i = np.arange(0, d_model, 2)
-
-    def blocks(angles: np.ndarray) -> np.ndarray:
-        r = np.zeros((d_model, d_model))
-        for i, a in enumerate(angles):
-            r[2 * i:2 * i + 2, 2 * i:2 * i + 2] = [[np.cos(a), -np.sin(a)], [np.sin(a), np.cos(a)]]
-        return r
-
     return {
-        "blocks_transposed": right.T,
-        "same_angle_every_block": blocks(np.full(d_model // 2, float(k))),
-        "i_for_2i": blocks(k / 10000 ** (two_i / 2 / d_model)),
+        "blocks_transposed": rotation_matrix(k, d_model).T,
+        "same_angle_every_block": rotation_matrix(k, d_model, base=1.0),  # every w_i = 1
+        "i_for_2i": rotation_matrix(k, d_model, base=100.0),  # 10000^(i/d) = 100^(2i/d)
     }
 
 
@@ -160,9 +147,8 @@ def check_rotation_matrix(rotation_matrix_fn) -> str:
         if same(result, expected):
             continue
         match_known(result, wrong_rotation_matrices(k, d_model))
-        pe = positional_encoding(40, d_model)
-        shifted = pe[:-k] @ result
-        raise Known("does_not_shift", what=what, k=k, got=np.round(shifted[0, :4], 4).tolist(),
+        pe = positional_encoding(k + 1, d_model)
+        raise Known("does_not_shift", what=what, k=k, got=np.round((pe[0] @ result)[:4], 4).tolist(),
                     expected=np.round(pe[k, :4], 4).tolist())
     return tr("rotation_matrix:checked", "Checked for k = {ks}.", ks=", ".join(str(k) for k, _ in cases))
 
@@ -194,12 +180,15 @@ ROPE_MISTAKES = {
 }
 
 
-def _rotate_pairs(x: np.ndarray, first: np.ndarray, second: np.ndarray, angles: np.ndarray) -> np.ndarray:
-    """x with columns (first[i], second[i]) turned counter-clockwise by angles[..., i]."""
+def _rotate_pairs(x: np.ndarray, first: np.ndarray, second: np.ndarray, angles: np.ndarray,
+                  later: np.ndarray | None = None, overwrite: bool = False) -> np.ndarray:
+    """x with columns (first[i], second[i]) turned counter-clockwise by angles[..., i]; the second columns by
+    `later` where given, and from the already rotated first columns with `overwrite`."""
     out = np.array(x, dtype=np.float64)
     a, b = x[..., first], x[..., second]
+    later = angles if later is None else later
     out[..., first] = a * np.cos(angles) - b * np.sin(angles)
-    out[..., second] = a * np.sin(angles) + b * np.cos(angles)
+    out[..., second] = (out[..., first] if overwrite else a) * np.sin(later) + b * np.cos(later)
     return out
 
 
@@ -210,9 +199,6 @@ def wrong_ropes(x: np.ndarray, positions: np.ndarray) -> dict:
     even, odd = np.arange(0, d, 2), np.arange(1, d, 2)
     w = 1.0 / 10000 ** (even / d)
     by_column = pos / 10000 ** (np.arange(d) / d)  # (L, d): column j with its own frequency
-    column_wise = np.array(x, dtype=np.float64)
-    column_wise[..., even] = x[..., even] * np.cos(by_column[:, even]) - x[..., odd] * np.sin(by_column[:, even])
-    column_wise[..., odd] = x[..., even] * np.sin(by_column[:, odd]) + x[..., odd] * np.cos(by_column[:, odd])
     return {
         "rotated_wrong_way": _rotate_pairs(x, even, odd, -pos * w),
         "halves_layout": _rotate_pairs(x, np.arange(d // 2), np.arange(d // 2, d), pos * w),
@@ -220,22 +206,13 @@ def wrong_ropes(x: np.ndarray, positions: np.ndarray) -> dict:
         "unchanged": np.asarray(x, dtype=np.float64),
         "added_encoding": x + positional_encoding(int(pos.max()) + 1, d)[positions],
         "i_for_2i": _rotate_pairs(x, even, odd, pos / 10000 ** (even / 2 / d)),
-        "column_frequencies": column_wise,
-        "overwritten_before_use": _overwritten_first(x, even, odd, pos * w),
+        "column_frequencies": _rotate_pairs(x, even, odd, by_column[:, even], by_column[:, odd]),
+        "overwritten_before_use": _rotate_pairs(x, even, odd, pos * w, overwrite=True),
     }
 
 
-def _overwritten_first(x: np.ndarray, first: np.ndarray, second: np.ndarray, angles: np.ndarray) -> np.ndarray:
-    """The rotation whose second line reads the already rotated first entries of each pair."""
-    out = np.array(x, dtype=np.float64)
-    out[..., first] = x[..., first] * np.cos(angles) - x[..., second] * np.sin(angles)
-    out[..., second] = out[..., first] * np.sin(angles) + x[..., second] * np.cos(angles)
-    return out
-
-
 def _right_per_head(apply_rope_fn, x: np.ndarray, positions: np.ndarray) -> bool:
-    """Whether the student's apply_rope is right on the first (L, d) head of a batched x, with the same
-    positions: the evidence that only the leading axes trip it (not, say, positions beyond a cached table)."""
+    """Whether the student's apply_rope is right on the first (L, d) head of a batched x, same positions."""
     head = x.reshape(-1, *x.shape[-2:])[0]
     try:
         return same(to_array(call(apply_rope_fn, head.copy(), positions.copy()), "apply_rope"),
@@ -250,7 +227,6 @@ ROPE_CASES = [((5, 8), [3, 7, 0, 12, 5]), ((2, 3, 6, 16), [0, 1, 2, 3, 10, 100])
 
 
 def _drawn_rope_case(rng: np.random.Generator) -> tuple:
-    """A batch of heads of drawn sizes, drawn positions and drawn values (when grading)."""
     shape = (int(rng.integers(1, 4)), int(rng.integers(2, 9)), 2 * int(rng.integers(2, 9)))
     return shape, rng.integers(0, 60, size=shape[-2]).tolist(), rng.normal(size=shape)
 
@@ -281,20 +257,13 @@ def check_apply_rope(apply_rope_fn) -> str:
                                                                                            positions):
                 raise Known("leading_axes", shape=shape) from None  # right on each (L, d) head, not on the batch
             raise
-        if same(result, expected):
-            if not np.array_equal(given, x):
-                raise Known("changed_input")
-            continue
-        if not np.array_equal(given, x):  # first: writing into x also makes the values wrong
+        if not np.array_equal(given, x):  # before the values: writing into x also makes them wrong
             raise Known("changed_input")
+        if same(result, expected):
+            continue
         match_known(result, wrong_ropes(x, positions))
         if number and _right_per_head(apply_rope_fn, x, positions):
             raise Known("leading_axes", shape=shape)
         compare(result, expected, {}, what)
     return tr("apply_rope:checked", "Matches the reference for x of shapes {shapes}.",
               shapes=tr("apply_rope:and", " and ").join(str(c[0]) for c in cases))
-
-
-__all__ = ["POSITION_MISTAKES", "ROPE_MISTAKES", "ROTATION_MISTAKES", "check_apply_rope",
-           "check_create_position_matrix", "check_rotation_matrix", "wrong_position_matrices", "wrong_ropes",
-           "wrong_rotation_matrices"]

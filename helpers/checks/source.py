@@ -4,24 +4,23 @@ nodes, and whether it still holds the stub of its exercise cell."""
 from __future__ import annotations
 
 import ast
+import functools
 import inspect
 import linecache
 from typing import Any
 
+
 def target_of(answer: Any) -> Any:
     """The function or class behind an answer (a bound method: its function; an instance: its class)."""
     target = getattr(answer, "__func__", answer)
-    if not (inspect.isfunction(target) or inspect.isclass(target)):
-        target = type(target)
-    return target
+    return target if inspect.isfunction(target) or inspect.isclass(target) else type(target)
 
 
 def functions_of(cls: type) -> list[Any]:
     """The plain functions a class defines itself (methods, static and class methods, property accessors)."""
     found = []
     for value in vars(cls).values():
-        if isinstance(value, (staticmethod, classmethod)):
-            value = value.__func__
+        value = value.__func__ if isinstance(value, (staticmethod, classmethod)) else value
         if isinstance(value, property):
             found += [f for f in (value.fget, value.fset, value.fdel) if inspect.isfunction(f)]
         elif inspect.isfunction(value):
@@ -40,19 +39,17 @@ def answer_files(answer: Any) -> set[str]:
     return {function.__code__.co_filename for function in answer_functions(answer)}
 
 
-_TREES: dict[tuple[str, int], ast.Module | None] = {}
-
-
 def source_tree(filename: str) -> ast.Module | None:
     """The syntax tree of a file (a notebook cell, through linecache), or None when it cannot be read."""
-    lines = linecache.getlines(filename)
-    key = (filename, len(lines))
-    if key not in _TREES:
-        try:
-            _TREES[key] = ast.parse("".join(lines)) if lines else None
-        except (SyntaxError, ValueError):
-            _TREES[key] = None
-    return _TREES[key]
+    return _parsed("".join(linecache.getlines(filename)))
+
+
+@functools.cache
+def _parsed(text: str) -> ast.Module | None:
+    try:
+        return ast.parse(text) if text else None
+    except (SyntaxError, ValueError):
+        return None
 
 
 def function_nodes(function: Any) -> list[ast.AST]:
@@ -77,13 +74,9 @@ def is_stub(answer: Any) -> bool:
     `raise NotImplementedError(...)` in its own body (as the exercise cell gives it, after `# Your Code Here`)."""
     for function in answer_functions(answer):
         for node in function_nodes(function):
-            for statement in getattr(node, "body", []) if not isinstance(node, ast.Lambda) else []:
-                if isinstance(statement, ast.Raise) and statement.exc is not None:
-                    raised = statement.exc.func if isinstance(statement.exc, ast.Call) else statement.exc
-                    if isinstance(raised, ast.Name) and raised.id == "NotImplementedError":
-                        return True
+            for statement in [] if isinstance(node, ast.Lambda) else node.body:
+                raised = statement.exc if isinstance(statement, ast.Raise) else None
+                raised = raised.func if isinstance(raised, ast.Call) else raised
+                if isinstance(raised, ast.Name) and raised.id == "NotImplementedError":
+                    return True
     return False
-
-
-__all__ = ["answer_files", "answer_functions", "function_nodes", "functions_of", "is_stub", "source_tree",
-           "target_of"]

@@ -1,13 +1,5 @@
 """What every torch check of notebook 05 shares: the student's class built with the reference's (seeded)
-weights, the reference's sub-modules put into it, and the comparison of the two modules.
-
-    student_output(fn, args, names, what, seed=s)   the student's output, computed on COPIES of args (after
-                                                    torch.manual_seed(s) when given); a changed input is reported
-    reference_output(fn, args, seed=s)              the reference's, on other copies, with the same random numbers
-    seeded(make, seed)                              any other computation (a known wrong forward) the same way
-    same_in_eval_mode(fn, args, names, what, out)   a second eval-mode call must give the same output (no dropout)
-    compare_gradients(...)                          the gradients of the float inputs and of the parameters, from the
-                                                    backward of a fixed random projection of the output
+weights, both modules run alike on copies of the inputs, and their outputs and gradients compared.
 
 In training mode both modules draw their dropout masks from the same seeded generator, in the order
 they call their dropouts, so a right module gives the reference's numbers exactly, and a missing,
@@ -16,6 +8,7 @@ misplaced or hard-coded dropout gives other ones. TORCH_MISTAKES are the codes e
 
 from __future__ import annotations
 
+import contextlib
 import copy
 from typing import Any, Callable
 
@@ -58,10 +51,8 @@ def _setup_mistakes(cls_name: str, exercise_name: str, keep: str = "keep the sub
 
 
 def _as_class(obj: Any) -> type:
-    if isinstance(obj, nn.Module):
-        return type(obj)
-    if isinstance(obj, type):
-        return obj
+    if isinstance(obj, (nn.Module, type)):
+        return obj if isinstance(obj, type) else type(obj)
     raise Known("not_a_class", kind=type(obj).__name__)
 
 
@@ -70,10 +61,8 @@ def _randomise(module: nn.Module, seed: int) -> None:
     gen = torch.Generator().manual_seed(seed)
     with torch.no_grad():
         for name, p in module.named_parameters():
-            if "norm" in name and name.endswith("weight"):
-                p.copy_(1.0 + 0.3 * torch.randn(p.shape, generator=gen, dtype=p.dtype))
-            else:
-                p.copy_(0.3 * torch.randn(p.shape, generator=gen, dtype=p.dtype))
+            centre = 1.0 if "norm" in name and name.endswith("weight") else 0.0
+            p.copy_(centre + 0.3 * torch.randn(p.shape, generator=gen, dtype=p.dtype))
 
 
 def _fit(student: Any, reference: nn.Module) -> nn.Module:
@@ -90,6 +79,17 @@ def _fit(student: Any, reference: nn.Module) -> nn.Module:
                            for label, keys in labelled if keys)
         raise Known("weights_do_not_fit", error=detail or str(error).splitlines()[0]) from None
     return student
+
+
+def built_pair(student_cls: type, reference_cls: type, seed: int, *args: Any, **kwargs: Any) -> tuple[Any, Any]:
+    """(student, reference): both classes built with the same arguments (global random state kept), the reference
+    given seeded weights, the student its weights, both float64 in eval mode."""
+    with torch.random.fork_rng(devices=[]):
+        torch.manual_seed(seed)
+        student = call(student_cls, *args, **kwargs)
+        reference = reference_cls(*args, **kwargs)
+    _randomise(reference, seed)
+    return _fit(student, reference).double().eval(), reference.double().eval()
 
 
 def _np(t: torch.Tensor) -> np.ndarray:
@@ -152,10 +152,8 @@ def seeded_outputs(make: dict[Any, Callable[[], torch.Tensor]], seed: int | None
     """{key: seeded(make[key], seed)}, leaving out the mistakes that cannot run at these shapes."""
     out = {}
     for key, run in make.items():
-        try:
+        with contextlib.suppress(Exception):  # a mistake that cannot run at these shapes
             out[key] = seeded(run, seed)
-        except Exception:  # noqa: BLE001 - a mistake that cannot run at these shapes
-            continue
     return out
 
 
@@ -166,42 +164,33 @@ def same_in_eval_mode(fn: Callable, args: tuple, names: tuple[str, ...], what: s
         raise Known("dropout_in_eval_mode", what=what)
 
 
-def set_dropout(module: nn.Module, p: float, names: tuple[str, ...] | None = None) -> nn.Module:
-    """Set p of the module's nn.Dropout sub-modules (those named, or all); return the module."""
-    for name, sub in module.named_modules():
-        if isinstance(sub, nn.Dropout) and (names is None or name in names):
-            sub.p = p
-    return module
-
-
 # ---------------------------------------------------------------------- gradients
-def _projection(shape: tuple[int, ...]) -> torch.Tensor:
-    gen = torch.Generator().manual_seed(99)
-    return torch.randn(shape, generator=gen, dtype=torch.float64)
-
-
 def _backward(out: torch.Tensor) -> None:
-    (out.double() * _projection(tuple(out.shape))).sum().backward()
+    """The backward pass of a fixed random projection of out."""
+    projection = torch.randn(tuple(out.shape), generator=torch.Generator().manual_seed(99), dtype=torch.float64)
+    (out.double() * projection).sum().backward()
+
+
+def _leaves(args: tuple, grad_args: dict[int, str]) -> tuple[list, dict[str, torch.Tensor]]:
+    """(copies of args, {name: the copy of each float input of grad_args, a leaf that requires its gradient})."""
+    given = list(_copies(args))
+    return given, {name: given[i].requires_grad_(True) for i, name in grad_args.items()}
 
 
 def _gradients(module: nn.Module, leaves: dict[str, torch.Tensor]) -> dict[str, torch.Tensor | None]:
     grads = {name: leaf.grad for name, leaf in leaves.items()}
     grads.update({name: p.grad for name, p in module.named_parameters()})
+    module.zero_grad(set_to_none=True)
     return grads
 
 
 def reference_gradients(fn: Callable, module: nn.Module, args: tuple, grad_args: dict[int, str]) -> dict:
     """The gradients of the float inputs grad_args ({position: name}) and of module's parameters, eval mode."""
     module.zero_grad(set_to_none=True)
-    given = list(_copies(args))
-    leaves = {}
-    for i, name in grad_args.items():
-        leaves[name] = given[i].requires_grad_(True)
+    given, leaves = _leaves(args, grad_args)
     with torch.enable_grad(), torch.random.fork_rng(devices=[]):
         _backward(fn(*given))
-    grads = _gradients(module, leaves)
-    module.zero_grad(set_to_none=True)
-    return grads
+    return _gradients(module, leaves)
 
 
 def _short_error(message: str) -> str:
@@ -212,16 +201,12 @@ def _short_error(message: str) -> str:
 
 def compare_gradients(fn: Callable, module: nn.Module, args: tuple, grad_args: dict[int, str], expected: dict,
                       what: str) -> None:
-    """Raise wrong_gradients when the student's gradients (inputs and parameters) differ from the reference's.
-
-    fn is the student's callable (a module or its method), module the student's module that owns the parameters,
-    expected the reference_gradients of the same call. The student's forward runs on copies that are not leaves,
-    so that an in-place change of an input is reported by the output check, not here."""
+    """Raise wrong_gradients when the gradients of fn (the student's module or its method; module owns the
+    parameters) differ from expected (reference_gradients). Its inputs are copies that are not leaves, so
+    that an in-place change of an input is reported by the output check, not here."""
     module.zero_grad(set_to_none=True)
-    given = list(_copies(args))
-    leaves = {}
+    given, leaves = _leaves(args, grad_args)
     for i, name in grad_args.items():
-        leaves[name] = given[i].requires_grad_(True)
         given[i] = leaves[name].clone()
     with torch.enable_grad(), torch.random.fork_rng(devices=[]):
         try:
@@ -241,7 +226,6 @@ def compare_gradients(fn: Callable, module: nn.Module, args: tuple, grad_args: d
             raise Known("wrong_gradients", what=what, of="", detail=tr(
                 "torch:backward_raised", " (backward() raised {error})", error=_short_error(str(error)))) from None
     mine = _gradients(module, leaves)
-    module.zero_grad(set_to_none=True)
     for name, grad in expected.items():
         if grad is None:
             continue

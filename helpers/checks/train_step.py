@@ -1,12 +1,6 @@
-"""The check of notebook 06's training step (``train_step``).
-
-The check trains two fresh copies of a tiny seeded Transformer (dropout on, handed over in eval mode)
-for two steps each: one with the student's train_step, one with the reference (helpers.training.train_step),
-with Adam and a warm-up schedule whose rate changes every step. It compares the returned losses and
-every parameter after the first and after the second step. When they differ, it runs the common wrong
-steps (WRONG_STEPS: no zero_grad, no shift, the scheduler first or never, the model left in eval mode,
-...) and names a mistake only when the student's parameters equal that wrong step's.
-"""
+"""The check of notebook 06's train_step: two steps of a tiny seeded Transformer with the student's step and
+with the reference's (Adam, a rate that changes every step); the losses and the parameters after each step are
+compared, and a mistake is named only when the parameters equal those of one of the WRONG_STEPS."""
 
 from __future__ import annotations
 
@@ -44,115 +38,47 @@ TRAIN_STEP_MISTAKES = {
 }
 
 
-# The common wrong steps, as data: code -> a step that makes that mistake.
-def _no_zero_grad(model, src, tgt, optimizer, scheduler, loss_fn):
-    model.train()
-    loss = loss_fn(model(src, tgt[:, :-1]), tgt[:, 1:])
-    loss.backward()
-    optimizer.step()
-    scheduler.step()
-    return loss.item()
+SHIFTS = {"right": (slice(None, -1), slice(1, None)), "none": (slice(None), slice(None)),
+          "trimmed": (slice(None, -1), slice(None, -1)), "reversed": (slice(1, None), slice(None, -1))}
 
 
-def _zero_grad_after_backward(model, src, tgt, optimizer, scheduler, loss_fn):
-    model.train()
-    loss = loss_fn(model(src, tgt[:, :-1]), tgt[:, 1:])
-    loss.backward()
-    optimizer.zero_grad()
-    optimizer.step()
-    scheduler.step()
-    return loss.item()
+def _step(shift: str = "right", zero: str = "before", order: tuple[str, ...] = ("optimizer", "scheduler"),
+          train: bool = True, clip: float | None = None) -> Callable:
+    """The right step with one change: the shift (the decoder's input and the loss's target), zero_grad "before"
+    backward, "after" it or "never", the order of the steps (or one left out), eval mode, or clip_grad_norm_."""
+    read, score = SHIFTS[shift]
 
-
-def _no_shift(model, src, tgt, optimizer, scheduler, loss_fn):
-    model.train()
-    loss = loss_fn(model(src, tgt), tgt)
-    optimizer.zero_grad()
-    loss.backward()
-    optimizer.step()
-    scheduler.step()
-    return loss.item()
-
-
-def _no_shift_trimmed(model, src, tgt, optimizer, scheduler, loss_fn):
-    model.train()
-    loss = loss_fn(model(src, tgt[:, :-1]), tgt[:, :-1])
-    optimizer.zero_grad()
-    loss.backward()
-    optimizer.step()
-    scheduler.step()
-    return loss.item()
-
-
-def _scheduler_first(model, src, tgt, optimizer, scheduler, loss_fn):
-    model.train()
-    loss = loss_fn(model(src, tgt[:, :-1]), tgt[:, 1:])
-    optimizer.zero_grad()
-    loss.backward()
-    scheduler.step()
-    optimizer.step()
-    return loss.item()
-
-
-def _no_scheduler_step(model, src, tgt, optimizer, scheduler, loss_fn):
-    model.train()
-    loss = loss_fn(model(src, tgt[:, :-1]), tgt[:, 1:])
-    optimizer.zero_grad()
-    loss.backward()
-    optimizer.step()
-    return loss.item()
-
-
-def _eval_mode(model, src, tgt, optimizer, scheduler, loss_fn):
-    loss = loss_fn(model(src, tgt[:, :-1]), tgt[:, 1:])
-    optimizer.zero_grad()
-    loss.backward()
-    optimizer.step()
-    scheduler.step()
-    return loss.item()
-
-
-def _shift_reversed(model, src, tgt, optimizer, scheduler, loss_fn):
-    model.train()
-    loss = loss_fn(model(src, tgt[:, 1:]), tgt[:, :-1])
-    optimizer.zero_grad()
-    loss.backward()
-    optimizer.step()
-    scheduler.step()
-    return loss.item()
-
-
-def _clipped(max_norm: float) -> Callable:
-    """The right step with the gradients' norm clipped to max_norm before the optimizer's step."""
     def step(model, src, tgt, optimizer, scheduler, loss_fn):
-        model.train()
-        loss = loss_fn(model(src, tgt[:, :-1]), tgt[:, 1:])
-        optimizer.zero_grad()
+        if train:
+            model.train()
+        loss = loss_fn(model(src, tgt[:, read]), tgt[:, score])
+        if zero == "before":
+            optimizer.zero_grad()
         loss.backward()
-        torch.nn.utils.clip_grad_norm_(model.parameters(), max_norm)
-        optimizer.step()
-        scheduler.step()
+        if zero == "after":
+            optimizer.zero_grad()
+        if clip is not None:
+            torch.nn.utils.clip_grad_norm_(model.parameters(), clip)
+        for name in order:
+            {"optimizer": optimizer, "scheduler": scheduler}[name].step()
         return loss.item()
     return step
 
 
-CLIP_NORMS = (1.0, 0.5, 0.1, 5.0, 0.01)  # the usual max_norm values, the most common first
-
 WRONG_STEPS: dict[str, list[Callable]] = {
-    "no_zero_grad": [_no_zero_grad],
-    "zero_grad_after_backward": [_zero_grad_after_backward],
-    "no_shift": [_no_shift, _no_shift_trimmed],
-    "scheduler_first": [_scheduler_first],
-    "no_scheduler_step": [_no_scheduler_step],
-    "eval_mode": [_eval_mode],
-    "shift_reversed": [_shift_reversed],
-    "gradient_clipped": [_clipped(norm) for norm in CLIP_NORMS],
+    "no_zero_grad": [_step(zero="never")],
+    "zero_grad_after_backward": [_step(zero="after")],
+    "no_shift": [_step(shift="none"), _step(shift="trimmed")],
+    "scheduler_first": [_step(order=("scheduler", "optimizer"))],
+    "no_scheduler_step": [_step(order=("optimizer",))],
+    "eval_mode": [_step(train=False)],
+    "shift_reversed": [_step(shift="reversed")],
+    "gradient_clipped": [_step(clip=norm) for norm in (1.0, 0.5, 0.1, 5.0, 0.01)],  # the most common first
 }
 
 
-def _batches(seed: int = 6, batch: int = BATCH, l_src: int = L_SRC, l_tgt: int = L_TGT) -> list[tuple[torch.Tensor,
-                                                                                                      torch.Tensor]]:
-    """Two batches (src (4, 7), tgt (4, 6), or the sizes given) of token ids with some padding, seeded."""
+def _batches(seed: int = 6, batch: int = BATCH, l_src: int = L_SRC, l_tgt: int = L_TGT) -> list[tuple]:
+    """Two seeded batches (src (batch, l_src), tgt (batch, l_tgt)) of token ids with some padding."""
     generator = torch.Generator().manual_seed(seed)
     batches = []
     for _ in range(2):
@@ -164,25 +90,24 @@ def _batches(seed: int = 6, batch: int = BATCH, l_src: int = L_SRC, l_tgt: int =
     return batches
 
 
-def _drawn_batches(rng: np.random.Generator) -> list[tuple[torch.Tensor, torch.Tensor]]:
+def _drawn_batches(rng: np.random.Generator) -> list[tuple]:
     """Two batches of drawn sizes and seed (when grading)."""
     return _batches(int(rng.integers(2 ** 31)), int(rng.integers(2, 6)), int(rng.integers(6, 10)),
                     int(rng.integers(3, 9)))
 
 
-def _run(step: Callable, student: bool, batches: list | None = None) -> tuple[list[Any], list[list[torch.Tensor]]]:
+def _run(step: Callable, student: bool, batches: list) -> tuple[list[Any], list[list[torch.Tensor]]]:
     """Two steps of step on a fresh tiny model: the returned values and the parameters after each step."""
     torch.manual_seed(0)
     model = Transformer(VOCAB, VOCAB, d_model=D_MODEL, num_heads=HEADS, num_layers=1, d_ff=D_FF, dropout=0.1,
                         max_len=16, pad_id=PAD).eval()
     optimizer = torch.optim.Adam(model.parameters(), lr=1.0, betas=(0.9, 0.98), eps=1e-9)
     scheduler = torch.optim.lr_scheduler.LambdaLR(optimizer, lambda i: 1e-2 * (i + 1))
-    loss_fn = LabelSmoothingLoss(0.1, PAD)
+    args = (optimizer, scheduler, LabelSmoothingLoss(0.1, PAD))
     returned, params = [], []
-    for n, (src, tgt) in enumerate(_batches() if batches is None else batches):
+    for n, (src, tgt) in enumerate(batches):
         torch.manual_seed(100 + n)  # the same dropout masks for every step function
-        returned.append(call(step, model, src, tgt, optimizer, scheduler, loss_fn) if student
-                        else step(model, src, tgt, optimizer, scheduler, loss_fn))
+        returned.append(call(step, model, src, tgt, *args) if student else step(model, src, tgt, *args))
         params.append([p.detach().clone() for p in model.parameters()])
     return returned, params
 
@@ -200,34 +125,26 @@ def _same(a: list[torch.Tensor], b: list[torch.Tensor]) -> bool:
 def check_train_step(train_step: Any) -> str:
     """Check a student's train_step(model, src, tgt, optimizer, scheduler, loss_fn) -> float against the reference."""
     for batches in graded([_batches()], _drawn_batches):
-        _check_batches(train_step, batches)
-    return tr("train_step:checked", "Checked the parameters after one and two steps of a tiny Transformer.")
-
-
-def _check_batches(train_step: Any, batches: list) -> None:
-    returned, params = _run(train_step, True, batches)
-    expected_losses, expected = _run(reference_train_step, False, batches)
-    for value in returned:
-        if value is None:
+        returned, params = _run(train_step, True, batches)
+        expected_losses, expected = _run(reference_train_step, False, batches)
+        if any(value is None for value in returned):
             raise generic("returned_none", what="train_step")
-    right = [_same(p, e) for p, e in zip(params, expected)]
-    if all(right):
+        right = [_same(p, e) for p, e in zip(params, expected)]
+        if not all(right):
+            for code, steps in WRONG_STEPS.items():
+                if any(all(_same(p, w) for p, w in zip(params, _run(wrong, False, batches)[1])) for wrong in steps):
+                    raise Known(code)
+            first = tr("train_step:after_first", "after the first step") if not right[0] else \
+                tr("train_step:after_second", "after the second step")
+            raise Mistake(tr("train_step:params_differ", "your parameters differ from the reference's {when}: the "
+                             "step is model.train(), the forward pass on (src, tgt[:, :-1]), the loss against "
+                             "tgt[:, 1:], zero_grad, backward, optimizer.step(), scheduler.step().", when=first))
         for value in returned:
-            if isinstance(value, torch.Tensor) or not isinstance(value, (int, float)) or isinstance(value, bool):
+            if not isinstance(value, (int, float)) or isinstance(value, bool):
                 raise Known("loss_tensor", kind=type(value).__name__)
-        if all(abs(float(v) - e) <= 1e-5 * max(1.0, abs(e)) for v, e in zip(returned, expected_losses)):
-            return
-        raise Mistake(tr("train_step:loss_differs", "your parameters are right, but the losses you return are "
-                         "{actual}, the reference's {expected}: return this batch's loss, computed before the update.",
-                         actual=[round(float(v), 5) for v in returned],
-                         expected=[round(e, 5) for e in expected_losses]))
-    for code, steps in WRONG_STEPS.items():
-        for wrong in steps:
-            _, wrong_params = _run(wrong, False, batches)
-            if all(_same(p, w) for p, w in zip(params, wrong_params)):
-                raise Known(code)
-    first = tr("train_step:after_first", "after the first step") if not right[0] else \
-        tr("train_step:after_second", "after the second step")
-    raise Mistake(tr("train_step:params_differ", "your parameters differ from the reference's {when}: the step is "
-                     "model.train(), the forward pass on (src, tgt[:, :-1]), the loss against tgt[:, 1:], "
-                     "zero_grad, backward, optimizer.step(), scheduler.step().", when=first))
+        if not all(abs(float(v) - e) <= 1e-5 * max(1.0, abs(e)) for v, e in zip(returned, expected_losses)):
+            raise Mistake(tr("train_step:loss_differs", "your parameters are right, but the losses you return are "
+                             "{actual}, the reference's {expected}: return this batch's loss, computed before the "
+                             "update.", actual=[round(float(v), 5) for v in returned],
+                             expected=[round(e, 5) for e in expected_losses]))
+    return tr("train_step:checked", "Checked the parameters after one and two steps of a tiny Transformer.")

@@ -1,14 +1,10 @@
-"""The checks of notebook 06's learning-rate schedule (``transformer_lr``) and label smoothing
-(``LabelSmoothingLoss``); greedy decoding's is in greedy.py.
-
-The schedule's check compares the rates of many (step, d_model, warmup) values with the reference and
-with the rates the common wrong formulas give (wrong_rates); the loss's check compares the loss of two
-padded batches with the reference and with the common wrong losses (wrong_losses).
-
-"""
+"""The checks of notebook 06's learning-rate schedule (transformer_lr) and label smoothing (LabelSmoothingLoss):
+the student's values against the reference's and against those of the common wrong answers (wrong_rates,
+wrong_losses); greedy decoding's check is in greedy.py."""
 
 from __future__ import annotations
 
+import itertools
 from typing import Any
 
 import numpy as np
@@ -20,8 +16,6 @@ from ..loss import loss_floor as reference_loss_floor
 from ..schedule import transformer_lr as reference_transformer_lr
 from .harness import Known, Mistake, call, exercise, expect_finite, generic, graded, is_close, to_array
 from .torch_compare import TORCH_MISTAKES, protect_inputs
-
-
 
 # ---------------------------------------------------------------------- the learning-rate schedule
 LR_CASES = [(step, d_model, warmup) for d_model, warmup in ((512, 4000), (64, 200), (16, 10))
@@ -51,10 +45,10 @@ LR_MISTAKES = {
 }
 
 
-def _rate(step: float, d_model: float, warmup: float, *, d_exp: float = -0.5, s_exp: float = -0.5,
-          w_exp: float = -1.5, pick: Any = min, d_div: float = 1, s_div: float = 1, w_div: float = 1) -> float:
-    """The schedule with one part changed: an exponent, min or max, or `x ** a / b` in place of `x ** (a / b)`."""
-    return d_model ** d_exp / d_div * pick(step ** s_exp / s_div, step * warmup ** w_exp / w_div)
+def _rate(step: float, d_model: float, warmup: float, *, d: tuple = (-0.5, 1), s: tuple = (-0.5, 1),
+          w: tuple = (-1.5, 1), pick: Any = min) -> float:
+    """The schedule with one part changed: min, or a power x ** a / b, (a, b) for each of d_model, step, warmup."""
+    return d_model ** d[0] / d[1] * pick(step ** s[0] / s[1], step * warmup ** w[0] / w[1])
 
 
 def wrong_rates(cases: list[tuple[int, int, int]] = LR_CASES) -> dict[Any, np.ndarray]:
@@ -63,25 +57,19 @@ def wrong_rates(cases: list[tuple[int, int, int]] = LR_CASES) -> dict[Any, np.nd
         return np.array([_rate(s, d, w, **changes) for s, d, w in cases])
 
     wrong: dict[Any, np.ndarray] = {
-        "warmup_exponent": rates(w_exp=-0.5),
-        "no_d_model_factor": rates(d_exp=0.0),
+        "warmup_exponent": rates(w=(-0.5, 1)),
+        "no_d_model_factor": rates(d=(0.0, 1)),
         "steps_from_zero": np.array([_rate(s + 1, d, w) for s, d, w in cases]),
         "max_instead_of_min": rates(pick=max),
         "no_warmup": rates(pick=lambda decay, warm: decay),
         "d_model_warmup_swapped": np.array([_rate(s, w, d) for s, d, w in cases]),
-        "d_model_factor_inverted": rates(d_exp=0.5),
+        "d_model_factor_inverted": rates(d=(0.5, 1)),
         "warmup_without_step": np.array([d ** -0.5 * min(s ** -0.5, w ** -1.5) for s, d, w in cases]),
     }
-    # `x ** -1/2` for any of the three powers (d_model ** -1/2, step ** -1/2, warmup ** -3/2).
-    for bits in range(1, 8):
-        changes = {}
-        if bits & 1:
-            changes.update(d_exp=-1.0, d_div=2)
-        if bits & 2:
-            changes.update(s_exp=-1.0, s_div=2)
-        if bits & 4:
-            changes.update(w_exp=-3.0, w_div=2)
-        wrong[Known("power_precedence")] = rates(**changes)
+    # `x ** -1/2` for one or more of the three powers (d_model ** -1/2, step ** -1/2, warmup ** -3/2).
+    for d, s, w in itertools.product(((-0.5, 1), (-1.0, 2)), ((-0.5, 1), (-1.0, 2)), ((-1.5, 1), (-3.0, 2))):
+        if 2 in (d[1], s[1], w[1]):
+            wrong[Known("power_precedence")] = rates(d=d, s=s, w=w)
     return wrong
 
 
@@ -286,7 +274,16 @@ def check_label_smoothing_loss(loss_class: Any) -> str:
                         if isinstance(result, torch.Tensor)
                         else tr("label_smoothing_loss:a_type", "a {type}", type=type(result).__name__))
                 raise Known("not_differentiable", kind=kind)
-            _compare_loss_gradients(result, student_logits, reference_value, reference_logits, what)
+            reference_value.backward()  # the gradient with respect to the logits must be the reference's
+            try:
+                call(result.backward)
+            except Mistake as error:
+                raise Known("wrong_gradients", what=what, of="", detail=tr(
+                    "torch:backward_raised", " (backward() raised {error})", error=str(error)[-100:])) from None
+            grad = reference_logits.grad
+            got = torch.zeros_like(grad) if student_logits.grad is None else student_logits.grad
+            if not torch.allclose(got, grad, rtol=1e-4, atol=1e-6 * (1 + float(grad.abs().max()))):
+                raise Known("wrong_gradients", what=what, of=tr("torch:of", " of {name}", name="logits"), detail="")
             continue
         for key, wrong in wrong_losses(logits, target, eps, pad_id).items():
             if is_close(value, wrong, 1e-5):
@@ -298,22 +295,3 @@ def check_label_smoothing_loss(loss_class: Any) -> str:
                          pad_id=pad_id))
     return tr("label_smoothing_loss:checked", "Checked with {n} smoothings, pad ids and vocabularies, on batches "
               "with pads.", n=len(cases))
-
-
-def _compare_loss_gradients(result: torch.Tensor, logits: torch.Tensor, reference_value: torch.Tensor,
-                            reference_logits: torch.Tensor, what: str) -> None:
-    """The gradient of the loss with respect to the logits must be the reference's."""
-    reference_value.backward()
-    try:
-        call(result.backward)
-    except Mistake as error:
-        raise Known("wrong_gradients", what=what, of="", detail=tr(
-            "torch:backward_raised", " (backward() raised {error})", error=str(error)[-100:])) from None
-    expected = reference_logits.grad
-    got = torch.zeros_like(expected) if logits.grad is None else logits.grad
-    if not torch.allclose(got, expected, rtol=1e-4, atol=1e-6 * (1 + float(expected.abs().max()))):
-        raise Known("wrong_gradients", what=what, of=tr("torch:of", " of {name}", name="logits"), detail="")
-
-
-__all__ = ["LOSS_CASES", "LOSS_MISTAKES", "LR_CASES", "LR_MISTAKES", "check_label_smoothing_loss",
-           "check_transformer_lr", "wrong_losses", "wrong_rates"]

@@ -25,9 +25,7 @@ def pretended_array(value: Any, depth: int = 0) -> str | None:
     if isinstance(value, NUMBERS) or value is None:
         return None
     if isinstance(value, (list, tuple)):
-        if depth > 8:
-            return None
-        return next((kind for item in value if (kind := pretended_array(item, depth + 1))), None)
+        return None if depth > 8 else next((k for item in value if (k := pretended_array(item, depth + 1))), None)
     return type(value).__name__ if hasattr(value, "__array__") else None
 
 
@@ -48,21 +46,20 @@ def as_numpy(value: Any, what: str, dtype: Any = None, kind: str | None = None) 
         try:
             raw = np.asarray(value)
         except Exception:  # noqa: BLE001 - ragged lists: the conversion below explains
-            raw = None
-        if raw is not None:
-            if raw.dtype.kind == "c" or (raw.dtype.kind == "O" and any(isinstance(v, complex) for v in raw.flat)):
-                flat = raw.reshape(-1)
-                example = next((v for v in flat if complex(v).imag != 0), flat[0] if flat.size else 0j)
-                raise generic("complex_values", what=what, example=f"{complex(example):.4g}")
-            text = raw.dtype.kind == "O" and any(isinstance(v, (str, bytes)) for v in raw.flat)
-            if raw.dtype.kind in "USbO":  # text, booleans, or an array of Python objects (dtype=object)
-                kinds = {"U": tr("harness:strings", "strings"), "S": tr("harness:bytes", "bytes"),
-                         "b": tr("harness:booleans", "booleans (True/False)"),
-                         "O": tr("harness:objects", "Python objects (an array of dtype object)")}
-                raise generic("not_numbers", what=what, kind=kinds["U"] if text else kinds[raw.dtype.kind])
+            raw = np.zeros(0)
+        items = list(raw.flat) if raw.dtype.kind == "O" else []  # an array of Python objects (dtype=object)
+        if raw.dtype.kind == "c" or any(isinstance(v, complex) for v in items):
+            flat = raw.reshape(-1)
+            example = next((v for v in flat if complex(v).imag != 0), flat[0] if flat.size else 0j)
+            raise generic("complex_values", what=what, example=f"{complex(example):.4g}")
+        if raw.dtype.kind in "USbO":  # text, booleans or objects
+            kinds = {"U": tr("harness:strings", "strings"), "S": tr("harness:bytes", "bytes"),
+                     "b": tr("harness:booleans", "booleans (True/False)"),
+                     "O": tr("harness:objects", "Python objects (an array of dtype object)")}
+            text = any(isinstance(v, (str, bytes)) for v in items)
+            raise generic("not_numbers", what=what, kind=kinds["U" if text else raw.dtype.kind])
     try:
-        with warnings.catch_warnings():
-            warnings.simplefilter("ignore")
+        with warnings.catch_warnings(action="ignore"):
             return np.asarray(value, dtype=dtype)
     except Exception:  # noqa: BLE001 - ragged lists, strings, odd objects
         raise generic("not_an_array", what=what, kind=type(value).__name__,
@@ -79,8 +76,8 @@ def output_and_weights(result: Any, what: str) -> tuple[np.ndarray, np.ndarray]:
     if result is None:
         raise generic("returned_none", what=what)
     if not isinstance(result, (tuple, list)) or len(result) != 2:
-        shape = getattr(result, "shape", None) if isinstance(result, (np.ndarray, torch.Tensor)) else None
-        extra = tr("harness:of_shape", " of shape {shape}", shape=tuple(shape)) if shape is not None else ""
+        shaped = isinstance(result, (np.ndarray, torch.Tensor))
+        extra = tr("harness:of_shape", " of shape {shape}", shape=tuple(result.shape)) if shaped else ""
         raise generic("not_a_pair", what=what, kind=f"{type(result).__name__}{extra}")
     return (to_array(result[0], tr("harness:pair_output", "{what}[0] (output)", what=what)),
             to_array(result[1], tr("harness:pair_weights", "{what}[1] (weights)", what=what)))
@@ -95,15 +92,14 @@ def expect_shape(array: np.ndarray, shape: tuple, what: str, hint: str = "") -> 
 
 
 def expect_finite(array: np.ndarray, what: str) -> None:
-    if not np.all(np.isfinite(array)):
-        bad = np.argwhere(~np.isfinite(array))[0]
-        raise generic("not_finite", what=what, index=tuple(int(i) for i in bad))
+    bad = np.argwhere(~np.isfinite(array))
+    if bad.size:
+        raise generic("not_finite", what=what, index=tuple(int(i) for i in bad[0]))
 
 
 def same(actual: Any, expected: Any, atol: float = 1e-5) -> bool:
-    """True when two arrays (or two (output, weights) pairs) have the same shapes and agree to
-    float32-level tolerance (an answer computed in float32, torch's default, is right). NaN equals NaN,
-    so a known wrong answer that gives NaN is recognised."""
+    """True when two arrays (or (output, weights) pairs) have the same shapes and agree to float32-level
+    tolerance (torch's default precision is right); NaN equals NaN, so a wrong answer giving NaN is recognised."""
     if isinstance(expected, tuple):
         return (isinstance(actual, tuple) and len(actual) == len(expected)
                 and all(same(a, e, atol) for a, e in zip(actual, expected)))
@@ -112,11 +108,8 @@ def same(actual: Any, expected: Any, atol: float = 1e-5) -> bool:
 
 
 def match_known(actual: Any, wrong_answers: dict[Any, Any]) -> None:
-    """Raise the known mistake of the first wrong answer that actual equals.
-
-    wrong_answers maps a mistake code (or a ``Known(code, **fields)`` whose hint needs fields) to
-    the wrong array, or the wrong (output, weights) pair, that the mistake produces.
-    """
+    """Raise the known mistake of the first wrong answer that actual equals. wrong_answers maps a mistake
+    code (or a ``Known(code, **fields)``) to the wrong array, or (output, weights) pair, it produces."""
     for key, wrong in wrong_answers.items():
         if wrong is not None and same(actual, wrong):
             raise key if isinstance(key, Known) else Known(key)
@@ -153,7 +146,3 @@ def compare(actual: np.ndarray, expected: np.ndarray, wrong_answers: dict[str, A
 
 def is_close(a: float, b: float, tol: float = 1e-6) -> bool:
     return math.isclose(a, b, rel_tol=tol, abs_tol=tol)
-
-
-__all__ = ["as_numpy", "compare", "distinct", "expect_finite", "expect_shape", "first_difference", "is_close",
-           "match_known", "output_and_weights", "pretended_array", "same", "to_array"]
