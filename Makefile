@@ -69,8 +69,8 @@ lab-%: setup
 # make test: lint, then the tests as small independent runs, four at a time (make -j4), the longest first, so
 # that the two cores stay busy to the end: the browser test, the grader's end-to-end tests, the nbgrader course,
 # the other unit tests, strict nbval on the English solutions and on each edition's. The runs beyond two use the
-# time the others spend waiting (JupyterLab rendering, time-outs, process start-ups). Every kernel starts as a
-# student's does. README.md, CI, gives the measured times.
+# time the others spend waiting (JupyterLab rendering, time-outs, process start-ups). README.md, CI, gives the
+# measured times.
 # The student notebooks run where a student runs them: the English ones and notebook 01 of every edition in
 # JupyterLab (the browser test), or, where Chromium is missing, the English ones in lax nbval. The editions'
 # other student notebooks are not run again: they are generated from their solutions (the drift tests check

@@ -388,6 +388,24 @@ def test_an_error_output_is_found_by_its_type_not_its_words(jupyterlab, untouche
     assert problems(cells, copy, {}, 0) == ["cell 2: error output SystemExit: bye"]
 
 
+def test_a_wait_follows_progress_not_a_fixed_budget(tmp_path, monkeypatch):
+    """A notebook that keeps finishing cells is waited for past the seconds given; one that stops is not."""
+    monkeypatch.setattr(sys.modules[__name__], "POLL", 0.02)
+    monkeypatch.setattr(sys.modules[__name__], "SCREENSHOTS", tmp_path)
+
+    class Page:  # a stand-in for the browser: the screenshot of a time-out is all _wait asks of it
+        def save_screenshot(self, path):
+            Path(path).write_bytes(b"")
+
+    start = time.monotonic()
+    cells = lambda: int((time.monotonic() - start) / 0.1)  # noqa: E731 - one more cell finished every 0.1 s
+    assert _wait(Page(), lambda: cells() >= 10, 0.3, "ten cells", progress=cells)  # 1 s, past the 0.3 s
+    start = time.monotonic()
+    with pytest.raises(AssertionError, match="timed out after 0 s waiting for a stuck cell"):
+        _wait(Page(), lambda: False, 0.3, "a stuck cell", progress=lambda: 3)
+    assert 0.3 <= time.monotonic() - start < 5
+
+
 def test_what_the_page_must_not_show_is_named():
     """problems() on made-up pages of notebook 01 (its check cells are 20, 50 and 67)."""
     notebook = ROOT / "notebooks" / f"{NB01}.ipynb"

@@ -54,8 +54,12 @@ def test_under_nbgrader_a_failing_or_unfinished_check_raises_its_hint(monkeypatc
 
     with pytest.raises(CheckFailed, match="not implemented yet"):
         helpers.check_create_position_matrix(stub)
-    assert helpers.check_create_position_matrix(helpers.positional_encoding)  # a pass still returns its verdict
-    assert capsys.readouterr() == ("", "")  # nothing on stderr: nbgrader would give the cell 0 points
+    capsys.readouterr()
+    # a pass is printed, not returned: nbgrader reads a cell's value as a partial score (and warns when it is no number)
+    assert helpers.check_create_position_matrix(helpers.positional_encoding) is None
+    out, err = capsys.readouterr()
+    assert out.startswith("✅ create_position_matrix: correct!") and out.count("\n") == 1
+    assert err == ""  # nothing on stderr: nbgrader would give the cell 0 points
     verdict = helpers.check_create_position_matrix.verdict_of(swapped)  # the same verdict, never raised
     assert (verdict.status, verdict.mistake) == ("fail", "sin_cos_swapped")
     assert helpers.check_create_position_matrix.verdict_of(stub).status == "todo"

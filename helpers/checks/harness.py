@@ -6,8 +6,9 @@ A check body raises ``Known(code)`` for a known wrong answer, ``Mistake(message)
 can explain, and returns when the answer is right; the decorator turns that into a ``Verdict``, one line
 that is truthy exactly on a pass. A check never raises, except under nbgrader's autograding
 (``NBGRADER_EXECUTION`` set at import), where a verdict other than a pass raises ``CheckFailed`` so that
-the check cell earns no points; ``check.verdict_of(answer)`` never raises. A stub is recognised by its
-source, a crash is located at the answer's own line. When grading (``TFS_GRADING_SEED`` or
+the check cell earns no points, and a pass is printed, not returned (nbgrader reads a cell's value as a
+partial score); ``check.verdict_of(answer)`` never raises. A stub is recognised by its source, a crash is
+located at the answer's own line. When grading (``TFS_GRADING_SEED`` or
 ``NBGRADER_EXECUTION`` set at import), ``graded`` adds a case of drawn sizes and seeds to the fixed ones.
 """
 
@@ -151,10 +152,13 @@ def exercise(name: str, *, notebook: str, defines: str, reference: str, success:
                 _RUNNING.reset(token)
 
         @functools.wraps(body)
-        def check(*args: Any, **kwargs: Any) -> Verdict:
+        def check(*args: Any, **kwargs: Any) -> Verdict | None:
             verdict = verdict_of(*args, **kwargs)
             if NBGRADER and not verdict:
                 raise CheckFailed(str(verdict))
+            if NBGRADER:  # printed, not the cell's value, which nbgrader would try to read as a partial score
+                print(verdict)
+                return None
             return verdict
 
         EXERCISES[name] = check.exercise = replace(declared, check=check)
