@@ -125,12 +125,24 @@ def identify(path: Path, notebook: nbformat.NotebookNode) -> str | None:
 
 
 def through_last_check(notebook: nbformat.NotebookNode) -> nbformat.NotebookNode:
-    """A copy of the notebook without the cells after its last check cell, which cannot change a grade (notebook 06
-    decodes thousands of dates after it); all of it when no cell calls a check."""
-    calls = [i for found in check_cells(notebook).values() for i in found]
+    """A copy of the notebook for its kernel: without the cells after its last check cell, which cannot change a
+    grade (notebook 06 decodes thousands of dates after it; all of it when no cell calls a check), and without the
+    check calls of its check cells, whose verdicts the verdicts process computes (the kernel would compute them
+    again, for nothing)."""
+    found = check_cells(notebook)
+    calls = [i for indices in found.values() for i in indices]
     trimmed = copy.deepcopy(notebook)
     if calls:
         trimmed.cells = trimmed.cells[:max(calls) + 1]
+    for index in set(calls):
+        cell = trimmed.cells[index]
+        lines = cell.source.splitlines()
+        for statement in ast.parse(python_lines(cell.source)).body:  # check_cells parsed it already
+            value = getattr(statement, "value", None)
+            called = getattr(value, "func", None)
+            if isinstance(value, ast.Call) and getattr(called, "id", getattr(called, "attr", "")) in CHECK_NAMES:
+                lines[statement.lineno - 1:statement.end_lineno] = [""] * (statement.end_lineno - statement.lineno + 1)
+        cell.source = "\n".join(lines) if any(line.strip() for line in lines) else "pass  # its check runs elsewhere"
     return trimmed
 
 
@@ -198,7 +210,7 @@ def grade(path: Path, timeout: int = 600, isolate: bool = True) -> dict:
             run = execute(trimmed, kernel_room, timeout)
             fresh = verdicts.result()
         isolated, sha256 = kernel_room.isolated, kernel_room.sha256
-    cells = check_cells(trimmed)
+    cells = check_cells(notebook)  # the trimmed copy has no check calls left
     exercises = [_verdict(name, cells, run, fresh, trimmed, timeout, language) for name in names]
     notes = _notes(run, {i for found in cells.values() for i in found}, trimmed, timeout, language)
     return {"notebook": str(path), "sha256": sha256, "isolated": isolated, "exercises": exercises,
