@@ -1,5 +1,6 @@
 """The check harness: the registry, verdicts, the grade log, and nbgrader's autograding mode."""
 
+import sys
 
 import numpy as np
 import pytest
@@ -60,6 +61,10 @@ def test_under_nbgrader_a_failing_or_unfinished_check_raises_its_hint(monkeypatc
     out, err = capsys.readouterr()
     assert out.startswith("✅ create_position_matrix: correct!") and out.count("\n") == 1
     assert err == ""  # nothing on stderr: nbgrader would give the cell 0 points
+    writes = []  # in one write: a kernel may flush between two, and the check cell then has two outputs
+    monkeypatch.setattr(sys, "stdout", type("Writes", (), {"write": lambda self, s: writes.append(s)})())
+    helpers.check_create_position_matrix(helpers.positional_encoding)
+    assert len(writes) == 1 and writes[0].endswith("\n")
     verdict = helpers.check_create_position_matrix.verdict_of(swapped)  # the same verdict, never raised
     assert (verdict.status, verdict.mistake) == ("fail", "sin_cos_swapped")
     assert helpers.check_create_position_matrix.verdict_of(stub).status == "todo"

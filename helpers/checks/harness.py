@@ -20,6 +20,7 @@ import importlib
 import inspect
 import os
 import string
+import sys
 import traceback
 import warnings
 import zlib
@@ -157,7 +158,7 @@ def exercise(name: str, *, notebook: str, defines: str, reference: str, success:
             if NBGRADER and not verdict:
                 raise CheckFailed(str(verdict))
             if NBGRADER:  # printed, not the cell's value, which nbgrader would try to read as a partial score
-                print(verdict)
+                sys.stdout.write(f"{verdict}\n")  # one write: print() writes the newline apart, a second output
                 return None
             return verdict
 
