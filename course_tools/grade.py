@@ -28,13 +28,16 @@ from helpers.checks import EXERCISES, exercises_in
 from helpers.i18n import tr
 from helpers.notebook_io import python_lines
 
-from . import isolation
+from . import isolation, students
 from .execute import Run, execute, fresh_verdicts, grace_seconds
 from .results import (CsvLog, JsonStream, course_notebook, exit_status, format_mistakes, format_report,
                       format_summary, mistake_counts, output_problem)
 from .verdicts import notebook_language, row
+from .versions import provenance
 
 NOT_RUN_CODE = "check_not_run"
+# The cores this process may use: its affinity where the system has one (Linux), else every core.
+CORES = len(os.sched_getaffinity(0)) if hasattr(os, "sched_getaffinity") else os.cpu_count() or 1
 
 
 # ---------------------------------------------------------------------------------------- reading
@@ -188,8 +191,9 @@ def _notes(run: Run, checked: set[int], trimmed: nbformat.NotebookNode, timeout:
                     for i in sorted(run.restarted)]
 
 
-def grade(path: Path, timeout: int = 600, isolate: bool = True) -> dict:
-    """Execute and grade one notebook. Raises ValueError when it cannot be read or is no course notebook."""
+def grade(path: Path, timeout: int = 600, isolate: bool = True, points: dict[str, int] | None = None) -> dict:
+    """Execute and grade one notebook. Raises ValueError when it cannot be read or is no course notebook.
+    points: an exercise's weight when it is not the registry's (tfs-grade --points)."""
     path = Path(path)
     try:
         data = path.read_bytes()  # read once: what is hashed, copied, executed and checked
@@ -212,29 +216,38 @@ def grade(path: Path, timeout: int = 600, isolate: bool = True) -> dict:
         isolated, sha256 = kernel_room.isolated, kernel_room.sha256
     cells = check_cells(notebook)  # the trimmed copy has no check calls left
     exercises = [_verdict(name, cells, run, fresh, trimmed, timeout, language) for name in names]
+    for e in exercises:
+        e["max_points"] = (points or {}).get(e["name"], EXERCISES[e["name"]].points)
+        e["points"] = e["max_points"] if e["status"] == "pass" else 0
     notes = _notes(run, {i for found in cells.values() for i in found}, trimmed, timeout, language)
     return {"notebook": str(path), "sha256": sha256, "isolated": isolated, "exercises": exercises,
             **({"notes": notes} if notes else {}), "passed": sum(e["status"] == "pass" for e in exercises),
-            "total": len(exercises)}
+            "total": len(exercises), "points": sum(e["points"] for e in exercises),
+            "max_points": sum(e["max_points"] for e in exercises)}
 
 
-def grade_each(paths: Iterable[Path], timeout: int = 600, jobs: int = 1, isolate: bool = True) -> Iterator[dict]:
+def grade_each(paths: Iterable[Path], timeout: int = 600, jobs: int = 1, isolate: bool = True,
+               points: dict[str, int] | None = None, student_pattern: str | None = None) -> Iterator[dict]:
     """The report of every notebook the paths name, each as soon as it is graded, in the order of the notebooks:
-    a report, or {"notebook", "error"} for what cannot be graded. With jobs > 1, that many notebooks are graded at
-    once (each in its own kernel)."""
+    a report, or {"notebook", "error"} for what cannot be graded, each with its "student" (students.py's rule, or
+    student_pattern). With jobs > 1, that many notebooks are graded at once (each in its own kernel)."""
     if isinstance(jobs, bool) or not isinstance(jobs, int) or jobs < 1:
         raise ValueError(f"jobs must be a positive integer, got {jobs!r}")
 
+    paths = list(paths)
+    pattern = students.compile_pattern(student_pattern) if student_pattern is not None else None
+
     def one(found: tuple[Path, str | None]) -> dict:
         path, problem = found
+        student = {"student": students.student_of(path, paths, pattern)}
         if problem:
-            return {"notebook": str(path), "error": problem}
+            return {"notebook": str(path), **student, "error": problem}
         try:
-            return grade(path, timeout, isolate)
+            return {**grade(path, timeout, isolate, points), **student}
         except ValueError as error:
-            return {"notebook": str(path), "error": str(error)}
+            return {"notebook": str(path), **student, "error": str(error)}
         except OSError as error:  # no room for its private copy, say: the others are still graded
-            return {"notebook": str(path), "error": f"cannot grade {path}: {error}"}
+            return {"notebook": str(path), **student, "error": f"cannot grade {path}: {error}"}
 
     notebooks = find_notebooks(paths)
     if jobs == 1 or len(notebooks) < 2:
@@ -244,9 +257,9 @@ def grade_each(paths: Iterable[Path], timeout: int = 600, jobs: int = 1, isolate
         yield from pool.map(one, notebooks)
 
 
-def grade_all(paths: Iterable[Path], timeout: int = 600, jobs: int = 1, isolate: bool = True) -> list[dict]:
+def grade_all(paths: Iterable[Path], timeout: int = 600, jobs: int = 1, isolate: bool = True, **options) -> list[dict]:
     """Every report of grade_each, as one list."""
-    return list(grade_each(paths, timeout, jobs, isolate))
+    return list(grade_each(paths, timeout, jobs, isolate, **options))
 
 
 # ---------------------------------------------------------------------------------------- command line
@@ -259,10 +272,22 @@ def _parser() -> argparse.ArgumentParser:
     parser.add_argument("--csv", type=Path, metavar="FILE",
                         help="one row per notebook and exercise to FILE, then print how often each mistake occurred")
     parser.add_argument("--timeout", type=int, default=600, help="seconds allowed per cell (default 600)")
-    parser.add_argument("--jobs", type=int, default=1,
-                        help="notebooks executed at once, each in its own kernel (default 1; at most the CPU cores)")
+    parser.add_argument("--jobs", type=int, default=CORES,
+                        help=f"notebooks executed at once, each in its own kernel (default: the {CORES} CPU cores "
+                             "this process may use)")
     parser.add_argument("--report", type=Path, metavar="FILE.html",
                         help="write a self-contained HTML page for instructors (course_tools/report.py)")
+    parser.add_argument("--feedback", type=Path, metavar="FOLDER",
+                        help="write one HTML page per student into FOLDER, to hand back: each exercise and its "
+                             "check's message, in the notebook's language (course_tools/feedback.py)")
+    parser.add_argument("--gradebook", type=Path, metavar="FILE.csv",
+                        help="one row per student, a column per notebook and the total, for an LMS to import")
+    parser.add_argument("--gradebook-layout", choices=("canvas", "moodle"), default="canvas",
+                        help="the --gradebook columns Canvas's or Moodle's grade import reads (default canvas)")
+    parser.add_argument("--points", type=Path, metavar="FILE.toml",
+                        help="exercise weights other than the registry's: a [points] table of exercise = points")
+    parser.add_argument("--student-pattern", metavar="REGEX", help="who handed in a file (default: the first "
+                        "folder under the graded folder, else the file name): " + students.PATTERN_HELP)
     parser.add_argument("--no-isolation", action="store_true",
                         help=f"run the submissions without the bubblewrap sandbox (as {isolation.ENVIRONMENT_SWITCH}"
                              "=off does); only for notebooks you trust")
@@ -277,8 +302,20 @@ def main(argv: list[str] | None = None, stdout: TextIO | None = None, stderr: Te
         parser.error(f"--jobs must be at least 1, got {args.jobs}")
     if args.timeout < 1:
         parser.error(f"--timeout must be at least 1 second, got {args.timeout}")
-    outputs = ((args.csv, "--csv"), (args.report, "--report"))
+    outputs = ((args.csv, "--csv"), (args.report, "--report"), (args.gradebook, "--gradebook"))
     problems = [problem for path, option in outputs if path and (problem := output_problem(path, option))]
+    if args.feedback and args.feedback.exists() and not args.feedback.is_dir():
+        problems.append(f"--feedback {args.feedback} is a file, not a folder")
+    points = None
+    try:
+        if args.student_pattern is not None:
+            students.compile_pattern(args.student_pattern)
+        if args.points:
+            from .gradebook import read_points
+
+            points = read_points(args.points)
+    except ValueError as error:
+        problems.append(str(error))
     for problem in problems:  # before any grading work
         print(f"error: {problem}", file=stderr)
     if problems:
@@ -292,7 +329,8 @@ def main(argv: list[str] | None = None, stdout: TextIO | None = None, stderr: Te
     table = CsvLog(args.csv) if args.csv else None
     reports: list[dict] = []
     try:
-        for report in grade_each(args.paths, timeout=args.timeout, jobs=args.jobs, isolate=isolate):
+        for report in grade_each(args.paths, timeout=args.timeout, jobs=args.jobs, isolate=isolate, points=points,
+                                 student_pattern=args.student_pattern):
             reports.append(report)
             if table:
                 table.add(report)
@@ -317,6 +355,16 @@ def main(argv: list[str] | None = None, stdout: TextIO | None = None, stderr: Te
 
         write_report(reports, args.report, roots=args.paths)
         print(f"wrote the report to {args.report}", file=stderr)
+    if args.feedback:
+        from .feedback import write_feedback
+
+        pages = write_feedback(reports, args.feedback, provenance())
+        print(f"wrote {len(pages)} feedback pages to {args.feedback}", file=stderr)
+    if args.gradebook:
+        from .gradebook import write_gradebook
+
+        write_gradebook(reports, args.gradebook, args.gradebook_layout, provenance())
+        print(f"wrote the {args.gradebook_layout} gradebook to {args.gradebook}", file=stderr)
     return exit_status(reports)
 
 

@@ -3,7 +3,9 @@
 `make test` runs several notebooks 06 at once, each of which would train the same model on shared cores.
 `make checkpoints`, their prerequisite, trains each model once, first: for each notebook 06 (default: every one),
 it runs, in the notebook's folder, only what its train_or_load calls depend on (training_code), so the checkpoint
-keys are the notebook's own. A model already in .cache/checkpoints is loaded, as it is in the notebook.
+keys are the notebook's own; and the solution's notebook 06 once more alone in a folder, as nbgrader's assignment
+of its own has it (no notebook 05 beside it: notebook 05's parts are the reference's). A model already in
+.cache/checkpoints is loaded, as it is in the notebook.
 
     python -m course_tools.pretrain [NOTEBOOK.ipynb ...]
 """
@@ -14,7 +16,9 @@ import argparse
 import ast
 import contextlib
 import io
+import shutil
 import sys
+import tempfile
 import time
 from pathlib import Path
 from unittest import mock
@@ -96,17 +100,25 @@ def main(argv: list[str] | None = None) -> int:
     args = parser.parse_args(argv)
     notebooks = args.notebooks or sorted(ROOT.glob(f"solutions/{TRAINING}")) + sorted(
         ROOT.glob(f"notebooks/{TRAINING}")) + sorted(ROOT.glob(f"editions/*/*/{TRAINING}"))
-    for path in notebooks:
-        start = time.monotonic()
-        try:
-            lines = pretrain(path.resolve())
-        except Exception as error:  # noqa: BLE001 - the notebook's own run reports it in full
-            print(f"{path}: its training code failed ({type(error).__name__}: {error}); the notebook will train "
-                  f"what it needs itself", file=sys.stderr)
-            continue
-        shown = path.resolve().relative_to(ROOT) if path.resolve().is_relative_to(ROOT) else path
-        print(f"{shown}: {'; '.join(lines) or 'no train_or_load call'} [{time.monotonic() - start:.0f} s]", flush=True)
+    with tempfile.TemporaryDirectory() as alone:
+        if not args.notebooks and (ROOT / "solutions" / TRAINING).exists():  # as nbgrader's assignment of its own
+            notebooks.append(Path(shutil.copy(ROOT / "solutions" / TRAINING, alone)))  # has it: no notebook 05 beside
+        for path in notebooks:
+            report(path)
     return 0
+
+
+def report(path: Path) -> None:
+    """Pretrain one notebook 06 and print what it trained or loaded (or why its training code failed)."""
+    start = time.monotonic()
+    try:
+        lines = pretrain(path.resolve())
+    except Exception as error:  # noqa: BLE001 - the notebook's own run reports it in full
+        print(f"{path}: its training code failed ({type(error).__name__}: {error}); the notebook will train "
+              f"what it needs itself", file=sys.stderr)
+        return
+    shown = path.resolve().relative_to(ROOT) if path.resolve().is_relative_to(ROOT) else path
+    print(f"{shown}: {'; '.join(lines) or 'no train_or_load call'} [{time.monotonic() - start:.0f} s]", flush=True)
 
 
 if __name__ == "__main__":

@@ -3,10 +3,12 @@
     write_report(reports, Path("report.html"), roots=[Path("submissions")])   the grader's reports (tfs-grade --json)
     write_report(reports, Path("informe.html"), language="es")
 
-The page (templates/report.html.j2) links nothing outside itself: the run's counts; per exercise, how many students
-passed, failed or did not try it; the mistakes with their hints; a student-by-exercise table; the files not graded
-and why, and those skipped. A student is a file's path without the course notebook's name
-(``alice/01_positional_encoding.ipynb`` and ``alice_02_attention.ipynb`` are ``alice``).
+The page (templates/report.html.j2) links nothing outside itself: when and by which version of the course it was
+graded; the run's counts; per exercise, its points and how many students passed, failed or did not try it; the
+mistakes with their hints; a student-by-exercise table with each student's points; the signs of copying
+(course_tools/copies.py: signs, not verdicts); the files not graded and why, and those skipped. A student is
+report["student"], set by the grader (course_tools/students.py); a report without one is named by its path without
+the course notebook's name (``alice/01_positional_encoding.ipynb`` and ``alice_02_attention.ipynb`` are ``alice``).
 """
 
 from __future__ import annotations
@@ -30,7 +32,9 @@ from helpers import i18n
 from helpers.i18n import LANGUAGES, number
 from helpers.notebook_io import write_atomically
 
+from .copies import MIN_NODES, copy_signs
 from .verdicts import STATUSES, notebook_language
+from .versions import provenance
 
 # Each status: (cell background, ink). The ink draws the cell's symbol, the legend's and the bars: ink on the
 # background and on white contrast at least 4.5:1 (WCAG AA; tests/test_report.py measures it).
@@ -82,7 +86,7 @@ def _stem(report: dict) -> str | None:
 
 
 def _student(relative: str, stem: str | None) -> str:
-    """Who a file belongs to: its relative path without the course notebook's name and the extension."""
+    """Who a file belongs to when its report does not say: its relative path without the course notebook's name."""
     name = relative.removesuffix(".ipynb")
     folder, _, file = name.rpartition("/")
     if stem and stem in file:
@@ -91,14 +95,23 @@ def _student(relative: str, stem: str | None) -> str:
     return name or relative
 
 
+def weight(e: dict) -> int:
+    """The points an exercise is worth: its report's max_points, else the registry's."""
+    return e.get("max_points", EXERCISES[e["name"]].points if e["name"] in EXERCISES else 1)
+
+
+def earned(e: dict) -> int:
+    """The points an exercise earned: its report's points, else its weight on a pass."""
+    return e.get("points", weight(e) if e["status"] == "pass" else 0)
+
+
 def _students(graded: list[dict], base: Path | None, names: list[str]) -> list[dict]:
     """A row per student (per file, for one with two files of one course notebook), the most exercises passed first:
     student, cells (their exercise of each of names, or None), failed ((file, exercise) of each failed check),
-    linked (whether a cell failed), passed and total."""
+    linked (whether a cell failed), passed and total, points and max_points."""
     groups: dict[str, list[tuple[str, dict]]] = defaultdict(list)
     for report in graded:
-        relative = _relative(report["notebook"], base)
-        groups[_student(relative, _stem(report))].append((relative, report))
+        groups[report["student"]].append((_relative(report["notebook"], base), report))
     rows = []
     for student, files in groups.items():
         stems = [_stem(report) for _, report in files]
@@ -109,7 +122,9 @@ def _students(graded: list[dict], base: Path | None, names: list[str]) -> list[d
                             key=lambda pair: names.index(pair[1]["name"]))
             rows.append({"student": name, "cells": [by_name.get(n) for n in names], "failed": failed,
                          "linked": any(e["status"] == "fail" for e in by_name.values()),
-                         "passed": sum(r["passed"] for _, r in reports), "total": sum(r["total"] for _, r in reports)})
+                         "passed": sum(r["passed"] for _, r in reports), "total": sum(r["total"] for _, r in reports),
+                         "points": sum(earned(e) for _, r in reports for e in r["exercises"]),
+                         "max_points": sum(weight(e) for _, r in reports for e in r["exercises"])})
     return sorted(rows, key=lambda row: (-row["passed"], row["student"]))
 
 
@@ -158,6 +173,18 @@ def words(language: str) -> dict[str, str]:
         "none_ungraded": tr("report:none_ungraded", "None: every notebook was graded."),
         "skipped": tr("report:skipped", "Files skipped (not .ipynb)"),
         "none_skipped": tr("report:none_skipped", "None: the graded folders hold notebooks only."),
+        "weight": tr("report:weight", "points"),
+        "points": tr("report:points", "points earned"),
+        "copies": tr("report:copies", "Signs of copying"),
+        "copies_note": tr("report:copies_note", "A sign is not a verdict: students who studied together, or from "
+                          "the same example, write alike. Talk with them before drawing any conclusion. Two answers "
+                          "are the same when their syntax is, once comments, docstrings, blank lines and the names "
+                          "the students chose are set aside; attribute and library names count."),
+        "same_as": tr("report:same_as", "same answer as"),
+        "the_solution": tr("report:the_solution", "the public solution"),
+        "one_another": tr("report:one_another", "one another"),
+        "size": tr("report:size", "size (syntax nodes)"),
+        "no_copies": tr("report:no_copies", "No sign found."),
     }
 
 
@@ -175,7 +202,7 @@ def _hint(exercise: str, code: str, language: str) -> str:
     return re.sub(r"\{\w+\}", "…", text)
 
 
-def _reason(report: dict, language: str) -> str:
+def why_not_graded(report: dict, language: str) -> str:
     """Why the grader could not grade a file, in language (the grader's English sentence when unknown)."""
     tr = functools.partial(i18n.tr, in_language=language)
     error, path = report["error"], report["notebook"]
@@ -223,16 +250,25 @@ def _chart(ranked: list[tuple[str, str, int]], w: dict, language: str) -> dict:
             "axis": axis, "width": left + BAR_WIDTH + 40, "height": axis + 44}
 
 
+def _signs(graded: list[dict], w: dict) -> list[tuple[str, list[tuple[str, list[str], int]]]]:
+    """The signs of copying of each exercise that has some: (whose answer it is the same as, students, size)."""
+    return [(sign["exercise"], [(w["the_solution"], sign["solution"], sign["solution_nodes"])] * bool(sign["solution"])
+             + [(w["one_another"], group["students"], group["nodes"]) for group in sign["groups"]])
+            for sign in copy_signs(graded)]
+
+
 def render(reports: list[dict], language: str | None = None, roots: list[Path] | None = None,
-           now: datetime | None = None) -> str:
+           now: datetime | None = None, graded_by: str | None = None) -> str:
     """The report page, as one HTML string. roots: the files and folders graded (tfs-grade's arguments): the
-    page names them, shows paths relative to them and lists the files in them it skipped."""
+    page names them, shows paths relative to them and lists the files in them it skipped. graded_by: which version
+    of the course graded (versions.provenance() when not given)."""
     language = language if language in LANGUAGES else report_language(reports)
     w = words(language)
-    graded = [r for r in reports if "error" not in r]
+    base = _base(roots, reports)
+    graded = [r if r.get("student") else {**r, "student": _student(_relative(r["notebook"], base), _stem(r))}
+              for r in reports if "error" not in r]
     ungraded = [r for r in reports if "error" in r]
     skipped = skipped_files(roots or [])
-    base = _base(roots, reports)
     names = _exercise_order(reports)
     order = {name: i for i, name in enumerate(names)}
     per_exercise = {name: Counter() for name in names}
@@ -259,21 +295,29 @@ def render(reports: list[dict], language: str | None = None, roots: list[Path] |
                   tr("report:rate_other", "{passed} of {n} exercises passed ({percent}%)"),
                   passed=number(passed, in_language=language),
                   percent=number(100 * passed / total if total else 0, in_language=language))
+    weights = {name: Counter(weight(e) for r in graded for e in r["exercises"] if e["name"] == name)
+               .most_common(1)[0][0] for name in names}
     return TEMPLATES.get_template("report.html.j2").render(
         language=language, w=w, statuses=STATUSES, colours=COLOURS, bar_width=BAR_WIDTH,
         now=f"{now or datetime.now():%Y-%m-%d %H:%M}", roots=[str(Path(r).resolve()) for r in roots or []],
-        rate=rate, counts=counts, names=names, per_exercise=per_exercise,
+        graded_by=tr("report:graded_by", "graded by {version}", version=graded_by or provenance()),
+        rate=rate, counts=counts, names=names, per_exercise=per_exercise, weights=weights,
+        signs=_signs(graded, w),
+        copies_short=tr(
+            "report:copies_short", "Short answers are alike in most honest classes: an answer is compared only when "
+            "the student wrote at least {n} syntax nodes of it (about four lines). Each sign gives its size.",
+            n=number(MIN_NODES, in_language=language)),
         groups=[(stem, list(group)) for stem, group in
                 groupby(names, key=lambda name: EXERCISES[name].notebook if name in EXERCISES else "?")],
         chart=_chart(ranked, w, language) if ranked else None,
         hints=[(ex, code, n, _hint(ex, code, language)) for ex, code, n in ranked],
         numbers={(ex, code): i for i, (ex, code, _) in enumerate(ranked, 1)},
         rows=rows, with_none=any(cell is None for row in rows for cell in row["cells"]),
-        ungraded=[(_relative(r["notebook"], base), _reason(r, language)) for r in ungraded],
+        ungraded=[(_relative(r["notebook"], base), why_not_graded(r, language)) for r in ungraded],
         skipped=[_relative(p, base) for p in skipped])
 
 
 def write_report(reports: list[dict], path: Path, language: str | None = None,
-                 roots: list[Path] | None = None) -> None:
+                 roots: list[Path] | None = None, graded_by: str | None = None) -> None:
     """Write the report page to path, whole or not at all (the mode a plain write gives, not mkstemp's 0600)."""
-    write_atomically(Path(path), render(reports, language, roots))
+    write_atomically(Path(path), render(reports, language, roots, graded_by=graded_by))

@@ -16,7 +16,12 @@ from typing import TextIO
 
 from helpers.checks import EXERCISES, exercises_in
 
-CSV_COLUMNS = ["student_file", "notebook", "exercise", "status", "mistake"]
+from . import versions
+
+# The first five as before; then who handed the file in, that exercise's points earned and possible (tfs-grade
+# --points weights), and which version of the course graded it (course_tools.versions.provenance()).
+CSV_COLUMNS = ["student_file", "notebook", "exercise", "status", "mistake", "student", "points", "max_points",
+               "graded_by"]
 ERROR = "error"  # the status of a CSV row for a notebook that could not be read
 UNRECOGNISED = "(unrecognised)"  # a fail whose check gave no mistake code
 SYMBOLS = {"pass": "✅", "fail": "❌", "todo": "📝"}  # as the checks show them
@@ -61,25 +66,31 @@ def format_summary(reports: list[dict]) -> str:
 
 
 # ---------------------------------------------------------------------------------------- CSV
-def csv_rows(reports: list[dict]) -> list[dict]:
-    """One row per notebook and exercise; a notebook that could not be read gets status "error"."""
+def csv_rows(reports: list[dict], provenance: str = "") -> list[dict]:
+    """One row per notebook and exercise; a notebook that could not be read gets status "error", empty points and
+    the registry's max_points (a row per exercise its name promises). provenance: the graded_by of every row."""
     rows = []
     for report in reports:
         stem = course_notebook(Path(report["notebook"]))
-        base = {"student_file": report["notebook"], "notebook": stem or ""}
-        if "error" in report:  # a row per exercise its name promises
+        base = {"student_file": report["notebook"], "notebook": stem or "", "student": report.get("student", ""),
+                "graded_by": provenance}
+        if "error" in report:
             names = [e.name for e in exercises_in(stem)] if stem else []
-            rows += [{**base, "exercise": name, "status": ERROR, "mistake": ""} for name in names or [""]]
+            rows += [{**base, "exercise": name, "status": ERROR, "mistake": "", "points": "",
+                      "max_points": EXERCISES[name].points if name else ""} for name in names or [""]]
             continue
-        rows += [{**base, "exercise": e["name"], "status": e["status"], "mistake": e.get("mistake") or ""}
+        rows += [{**base, "exercise": e["name"], "status": e["status"], "mistake": e.get("mistake") or "",
+                  "points": e.get("points", ""), "max_points": e.get("max_points", "")}
                  for e in report["exercises"]]
-    return rows
+    return [{column: row[column] for column in CSV_COLUMNS} for row in rows]
 
 
 class CsvLog:
     """The --csv file, written as the grading goes: its header first, then each notebook's rows, flushed to disk."""
 
-    def __init__(self, target: Path):
+    def __init__(self, target: Path, provenance: str | None = None):
+        """provenance: the graded_by column (default: course_tools.versions.provenance(), asked once)."""
+        self.provenance = versions.provenance() if provenance is None else provenance
         self.file = open(target, "w", encoding="utf-8", newline="")  # noqa: SIM115 - closed by close()
         self.writer = csv.DictWriter(self.file, fieldnames=CSV_COLUMNS)
         self.writer.writeheader()
@@ -87,7 +98,7 @@ class CsvLog:
         self._flush()
 
     def add(self, report: dict) -> None:
-        rows = csv_rows([report])
+        rows = csv_rows([report], self.provenance)
         self.writer.writerows(rows)
         self.rows += rows
         self._flush()

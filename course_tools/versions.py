@@ -12,9 +12,11 @@ from __future__ import annotations
 
 import argparse
 import contextlib
+import functools
 import importlib.metadata
 import platform
 import re
+import subprocess
 import sys
 from dataclasses import dataclass
 from pathlib import Path
@@ -97,6 +99,21 @@ def course_version() -> tuple[str | None, str]:
     except Exception as error:  # noqa: BLE001 - a broken install is exactly what this tool must show
         return None, f"import helpers failed: {type(error).__name__}: {error}"
     return getattr(helpers, "__version__", None), "helpers.__version__"
+
+
+@functools.cache
+def provenance() -> str:
+    """Which version of the course graded: "course 0.2.0, commit 4e020db" ("+ local changes" when the checkout's
+    tracked files differ from that commit; no commit outside a git checkout or without git)."""
+    version = course_version()[0] or "unknown version"
+    root = REQUIREMENTS.parent
+    try:
+        git = functools.partial(subprocess.run, cwd=root, capture_output=True, text=True, timeout=20, check=True)
+        commit = git(["git", "rev-parse", "--short=12", "HEAD"]).stdout.strip()
+        changed = git(["git", "status", "--porcelain", "--untracked-files=no"]).stdout.strip()
+    except (OSError, subprocess.SubprocessError):
+        return f"course {version}"
+    return f"course {version}, commit {commit}" + (" + local changes" if changed else "")
 
 
 def versions(requirements: Path = REQUIREMENTS) -> list[Row]:

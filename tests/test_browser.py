@@ -17,8 +17,9 @@ A notebook with one exercise solved right and one wrong shows its ✅ and ❌ li
 menu, side panel or launcher item exists, /formgrader answers 404, and the log never names nbgrader. The grader's
 report renders (bars, the chart of mistakes with their hints, the table's colours matching its legend, a sticky
 student column, no request leaving the page), and `tfs-grade FOLDER --report` on small English and Spanish folders
-writes a page whose counts, unreadable file and skipped file are right. When an assertion fails, a screenshot is
-saved in .cache/browser-screenshots/.
+writes a page whose counts, unreadable file and skipped file are right; its --feedback pages show each student, in
+the edition's language, their exercises' messages, points and the version that graded. When an assertion fails, a
+screenshot is saved in .cache/browser-screenshots/.
 
 The server exposes the application object to the page (--LabApp.expose_app_in_browser), as JupyterLab's own
 browser tests do: the test opens notebooks with JupyterLab's docmanager:open command instead of reloading the
@@ -52,6 +53,7 @@ from conftest import ROOT, solution_source, with_answers
 
 from course_tools.grade import check_cells
 from helpers.checks import exercises_in
+from helpers.i18n import tr
 
 CHROMIUM, CHROMEDRIVER = Path("/usr/bin/chromium"), Path("/usr/bin/chromedriver")
 SCREENSHOTS = ROOT / ".cache" / "browser-screenshots"
@@ -489,6 +491,7 @@ def _report_facts(driver) -> dict:
             [getComputedStyle(c).backgroundColor, getComputedStyle(c).color]])),
         ungraded: [...document.querySelectorAll('#ungraded tr')].map(tr => [...tr.cells].map(td => td.innerText)),
         skipped: [...document.querySelectorAll('#skipped li')].map(li => li.innerText),
+        signs: [...document.querySelectorAll('#signs tr')].slice(1).map(tr => [...tr.cells].map(td => td.innerText)),
       };
     """)
 
@@ -560,8 +563,9 @@ GRADED = ["en", "es"]  # the languages of the class folders tfs-grade grades
 
 @pytest.fixture(scope="module", autouse=True)
 def graded(request, tmp_path_factory):
-    """`tfs-grade FOLDER --report FILE` of an English and a Spanish class folder, run in the background from the
-    module's start (while the notebooks run in JupyterLab) when a test of this module asks for its reports."""
+    """`tfs-grade FOLDER --report FILE --feedback FOLDER/feedback` of an English and a Spanish class folder, run in
+    the background from the module's start (while the notebooks run in JupyterLab) when a test of this module asks
+    for its pages."""
     runs = {}
     if any("tfs_grade" in item.name for item in request.session.items):
         for language in GRADED:
@@ -572,8 +576,8 @@ def graded(request, tmp_path_factory):
             _class_folder(folder / "submissions", source)
             runs[language] = (folder, subprocess.Popen(
                 [str(Path(sys.executable).parent / "tfs-grade"), str(folder / "submissions"), "--report",
-                 str(folder / "report.html")], stdout=subprocess.DEVNULL, stderr=subprocess.PIPE, text=True,
-                encoding="utf-8"))
+                 str(folder / "report.html"), "--feedback", str(folder / "feedback")], stdout=subprocess.DEVNULL,
+                stderr=subprocess.PIPE, text=True, encoding="utf-8"))
     yield runs
     for _, run in runs.values():
         if run.poll() is None:
@@ -599,11 +603,103 @@ def test_tfs_grade_writes_a_report_of_a_folder(browser, graded, language):
         assert driver.execute_script("return document.documentElement.lang") == language
         assert [row[1:4] for row in facts["hints"]] == [["create_position_matrix", "sin_cos_swapped", "1"]]
         assert [[c[0] for c in row] for row in facts["students"]] == [
-            ["beto", "✓", "✓", "✓", "3/3"], ["carla", "✗1", "✓", "✓", "2/3"], ["ana", "–", "–", "–", "0/3"]]
+            ["beto", "✓", "✓", "✓", "3/3 · 8/8"], ["carla", "✗1", "✓", "✓", "2/3 · 6/8"],
+            ["ana", "–", "–", "–", "0/3 · 0/8"]]
         # 5 of 9 exercises passed (56%); 3 notebooks graded, 3 students, 1 file not graded, 1 file skipped
         assert sorted(re.findall(r"\d+", facts["summary"])) == sorted(["5", "9", "56", "3", "3", "1", "1"])
         assert len(facts["ungraded"]) == 1 and facts["ungraded"][0][0] == f"dario_{NB01}.ipynb"
         assert "cannot read" not in facts["ungraded"][0][1] and str(folder) not in facts["ungraded"][0][1]
         assert facts["skipped"] == ["notas.json"]
+        # beto handed in the public solution: a sign of copying on each exercise long enough to compare; carla's
+        # other two answers are the solution's too
+        signs = {tuple(cells[-3:-1]) for cells in facts["signs"]}
+        assert signs == {(tr("report:the_solution", "the public solution", in_language=language), "beto, carla"),
+                         (tr("report:the_solution", "the public solution", in_language=language), "beto")}, signs
     except AssertionError as error:
         raise AssertionError(f"{error} (screenshot: {_screenshot(driver, f'report_{language}')})") from None
+
+
+def _feedback_facts(driver) -> dict:
+    """What a student's feedback page shows, read in one go."""
+    facts = driver.execute_script("""
+      const text = id => document.getElementById(id).innerText;
+      return {
+        lang: document.documentElement.lang,
+        resources: performance.getEntriesByType('resource').map(r => r.name),
+        total: text('total'), provenance: text('provenance'),
+        exercises: [...document.querySelectorAll('li.exercise')].map(li => [li.dataset.exercise,
+            {status: li.classList[1], symbol: li.querySelector('.status').innerText,
+             points: li.querySelector('.points').innerText, message: li.querySelector('.message').innerText,
+             colours: [getComputedStyle(li).backgroundColor, getComputedStyle(li).borderLeftColor]}]),
+        ungraded: [...document.querySelectorAll('#ungraded li')].map(li => li.innerText),
+        overflow: document.documentElement.scrollWidth - document.documentElement.clientWidth,
+      };
+    """)
+    return {**facts, "exercises": dict(facts["exercises"])}  # in the page's order
+
+
+def _rgb(colour: str) -> str:
+    """A #rrggbb colour as getComputedStyle writes it."""
+    return "rgb({}, {}, {})".format(*(int(colour[i:i + 2], 16) for i in (1, 3, 5)))
+
+
+@pytest.mark.parametrize("language", GRADED)
+def test_tfs_grade_writes_feedback_each_student_can_read(browser, graded, language):
+    """tfs-grade FOLDER --feedback: one page per student; carla's (sin and cos swapped) shows, in the edition's
+    language, the hint of her failed exercise, her two passing ones, her points and which version graded, on a
+    phone's width too; ana's (pristine) shows every exercise still to do; dario's lists his unreadable file."""
+    from course_tools.report import COLOURS
+    from course_tools.versions import provenance
+    from helpers import i18n
+    from helpers.checks import EXERCISES
+
+    if language not in graded:
+        pytest.skip(f"no {language} edition of {NB01}")
+    folder, run = graded[language]
+    _, errors = run.communicate(timeout=CELL_TIMEOUT)
+    assert run.returncode == 2, errors[-2000:]  # a file could not be read
+    pages = folder / "feedback"
+    assert sorted(p.name for p in pages.iterdir()) == ["ana.html", "beto.html", "carla.html", "dario.html"]
+    names = [exercise.name for exercise in exercises_in(NB01)]
+    weights = {name: EXERCISES[name].points for name in names}
+    driver = browser
+    try:
+        driver.get((pages / "carla.html").as_uri())
+        carla = _feedback_facts(driver)
+        assert carla["lang"] == language and carla["resources"] == [], carla
+        assert list(carla["exercises"]) == names
+        failed = carla["exercises"]["create_position_matrix"]
+        english = EXERCISES["create_position_matrix"].mistakes["sin_cos_swapped"]
+        hint = i18n.tr("create_position_matrix:sin_cos_swapped", english, in_language=language).replace("`", "")
+        assert language == "en" or hint != english.replace("`", ""), "the hint is translated"
+        assert failed["status"] == "fail" and failed["symbol"] == "❌" and hint in failed["message"], failed
+        assert "sin_cos_swapped" not in driver.page_source, "the mistake's code is for instructors"
+        assert re.findall(r"\d+", failed["points"]) == ["0", str(weights["create_position_matrix"])]
+        assert failed["colours"] == [_rgb(COLOURS["fail"][0]), _rgb(COLOURS["fail"][1])]
+        for name in names[1:]:
+            passed = carla["exercises"][name]
+            assert passed["status"] == "pass" and passed["symbol"] == "✅", passed
+            assert re.findall(r"\d+", passed["points"]) == [str(weights[name])] * 2
+        earned = sum(weights.values()) - weights["create_position_matrix"]
+        assert re.findall(r"\d+", carla["total"]) == [str(earned), str(sum(weights.values())), "2", "3"]
+        assert provenance() in carla["provenance"] and re.search(r"\d{4}-\d\d-\d\d \d\d:\d\d", carla["provenance"])
+        driver.set_window_size(390, 844)  # a phone: nothing wider than the screen
+        try:
+            assert _feedback_facts(driver)["overflow"] <= 0
+        finally:
+            driver.set_window_size(1400, 1000)
+
+        driver.get((pages / "ana.html").as_uri())
+        ana = _feedback_facts(driver)
+        assert ana["lang"] == language and list(ana["exercises"]) == names
+        assert all(e["status"] == "todo" and e["symbol"] == "📝" and e["message"] for e in ana["exercises"].values())
+        assert re.findall(r"\d+", ana["total"]) == ["0", str(sum(weights.values())), "0", "3"]
+
+        driver.get((pages / "dario.html").as_uri())
+        dario = _feedback_facts(driver)
+        assert dario["lang"] == language, "nothing of his graded: the class's language"
+        assert dario["total"] == i18n.tr("feedback:nothing", "No notebook of yours was graded.", in_language=language)
+        assert dario["exercises"] == {} and len(dario["ungraded"]) == 1, dario
+        assert dario["ungraded"][0].startswith(f"dario_{NB01}.ipynb: ") and "cannot read" not in dario["ungraded"][0]
+    except AssertionError as error:
+        raise AssertionError(f"{error} (screenshot: {_screenshot(driver, f'feedback_{language}')})") from None

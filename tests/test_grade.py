@@ -1,16 +1,19 @@
 """End-to-end grading through `tfs-grade` (course_tools.grade), kept cheap: each notebook executes once.
 
-Notebook executions in this module: 6 (pristine student notebooks, one grader run on notebooks/)
-+ 3 (solutions 01, 05 and 06, one grader run) + 2 (cut-down notebooks 01 without imports: a check that never
-returns, a loop that catches the interrupt; no cell of theirs but the slow one takes time, so that a busy machine
-cannot time out another) = 11. Every solution notebook also passes every check under strict nbval and under nbgrader
-(tests/test_nbgrader.py); here the grader's pass path and exit status 0 are tested on the first
-notebook and on the two of the full model. The wrong answers (6 more) are in
-test_grade_wrong_answers.py; the checks themselves are tested in-process, against many more wrong
+Notebook executions in this module: 5 in one grader run over a class folder (ana: the pristine student notebooks
+01 and 06; beto: the solutions of 01, 05 and 06, the first notebook and the two of the full model), with every
+output the grader writes (JSON, CSV, gradebook, feedback pages) + 2 (cut-down notebooks 01 without imports: a check
+that never returns, a loop that catches the interrupt; no cell of theirs but the slow one takes time, so that a
+busy machine cannot time out another) = 7. The verdicts of every pristine student notebook are computed in-process
+(the verdicts process's own code), and every student notebook runs whole in the browser test; every solution
+notebook passes every check under strict nbval and under nbgrader (tests/test_nbgrader.py). The wrong answers
+(6 more) are in test_grade_wrong_answers.py; the checks themselves are tested in-process, against many more wrong
 answers, in tests/test_checks_*.py.
 """
 
+import csv
 import json
+import shutil
 import subprocess
 import sys
 from pathlib import Path
@@ -18,64 +21,93 @@ from pathlib import Path
 import nbformat
 import pytest
 
-from helpers.checks import exercises_in
+from course_tools.results import CSV_COLUMNS, exit_status
+from course_tools.verdicts import compute
+from helpers.checks import EXERCISES, exercises_in
 
 from conftest import ROOT, SOLUTIONS, SOLUTION_MARKER, run_grader, with_answer
 
 STEMS = [path.stem for path in SOLUTIONS]
-SOLVED = ["01_positional_encoding", "05_transformer", "06_training"]  # graded solutions (see the docstring)
+PRISTINE = ["01_positional_encoding", "06_training"]  # ana's, from notebooks/
+SOLVED = ["01_positional_encoding", "05_transformer", "06_training"]  # beto's, from solutions/
 
 
 def exercise_names(stem):
     return [e.name for e in exercises_in(stem)]
 
 
-def by_stem(reports):
-    return {next(s for s in STEMS if s in r["notebook"]): r for r in reports}
-
-
 @pytest.fixture(scope="module")
-def pristine():
-    """One grader run over notebooks/: (exit status, {stem: report})."""
-    status, out, _ = run_grader(ROOT / "notebooks", "--json", "--jobs", "2")
+def graded(tmp_path_factory):
+    """One grader run over a class folder, ana's pristine and beto's solved notebooks, with every output:
+    {"status", "reports": {(student, stem): report}, "err", "folder"}."""
+    root = tmp_path_factory.mktemp("class")
+    folder = root / "submitted"
+    for student, source, stems in (("ana", "notebooks", PRISTINE), ("beto", "solutions", SOLVED)):
+        (folder / student).mkdir(parents=True)
+        for stem in stems:
+            shutil.copyfile(ROOT / source / f"{stem}.ipynb", folder / student / f"{stem}.ipynb")
+    status, out, err = run_grader(folder, "--json", "--jobs", "2", "--csv", root / "grades.csv",
+                                  "--gradebook", root / "gradebook.csv", "--feedback", root / "feedback")
     reports = json.loads(out)
-    assert isinstance(reports, list) and len(reports) == len(STEMS), "a folder gives a list, one report a notebook"
-    return status, by_stem(reports)
+    assert isinstance(reports, list) and len(reports) == 5, "a folder gives a list, one report a notebook"
+    by_student = {(r["student"], next(s for s in STEMS if s in r["notebook"])): r for r in reports}
+    return {"status": status, "reports": by_student, "err": err, "root": root}
 
 
-@pytest.fixture(scope="module")
-def solved():
-    """One grader run over the solutions of SOLVED: (exit status, {stem: report})."""
-    status, out, _ = run_grader(*(ROOT / "solutions" / f"{stem}.ipynb" for stem in SOLVED), "--json", "--jobs", "2")
-    return status, by_stem(json.loads(out))
+def test_a_class_with_an_unfinished_notebook_exits_1_and_one_that_passes_everything_0(graded):
+    assert graded["status"] == 1
+    reports = graded["reports"]
+    assert exit_status([reports[("beto", stem)] for stem in SOLVED]) == 0
 
 
-def test_pristine_student_notebooks_exit_1(pristine):
-    status, _ = pristine
-    assert status == 1
-
-
-@pytest.mark.parametrize("stem", STEMS)
-def test_pristine_student_notebook_grades_all_todo(pristine, stem):
-    report = pristine[1][stem]
+@pytest.mark.parametrize("stem", PRISTINE)
+def test_pristine_student_notebook_grades_all_todo(graded, stem):
+    report = graded["reports"][("ana", stem)]
     assert [e["name"] for e in report["exercises"]] == exercise_names(stem)
     assert [(e["status"], e["mistake"]) for e in report["exercises"]] == [("todo", None)] * len(exercise_names(stem)), \
         report
     assert report["passed"] == 0 and report["total"] == len(exercise_names(stem))
+    assert report["points"] == 0 and report["max_points"] == sum(e.points for e in exercises_in(stem))
 
 
-def test_solution_notebooks_exit_0(solved):
-    status, reports = solved
-    assert status == 0, reports
+@pytest.mark.parametrize("stem", STEMS)
+def test_the_verdicts_of_every_pristine_student_notebook_are_todo(stem):
+    """The verdicts process's own code, in-process, on each student notebook as it is handed out."""
+    rows = []
+    compute(ROOT / "notebooks" / f"{stem}.ipynb", tuple(exercise_names(stem)), 120, rows.append)
+    verdicts = [(r["name"], r["status"], r["mistake"]) for r in rows if "checking" not in r]
+    assert verdicts == [(name, "todo", None) for name in exercise_names(stem)]
 
 
 @pytest.mark.parametrize("stem", SOLVED)
-def test_solution_notebook_grades_all_pass(solved, stem):
-    report = solved[1][stem]
+def test_solution_notebook_grades_all_pass_with_every_point(graded, stem):
+    report = graded["reports"][("beto", stem)]
     assert [e["name"] for e in report["exercises"]] == exercise_names(stem)
     assert [(e["status"], e["mistake"]) for e in report["exercises"]] == [("pass", None)] * len(exercise_names(stem)), \
         report
     assert report["passed"] == report["total"] == len(exercise_names(stem))
+    assert [(e["points"], e["max_points"]) for e in report["exercises"]] == [
+        (EXERCISES[name].points,) * 2 for name in exercise_names(stem)]
+    assert report["points"] == report["max_points"] == sum(e.points for e in exercises_in(stem))
+
+
+def test_the_csv_names_the_student_and_the_points(graded):
+    with open(graded["root"] / "grades.csv", encoding="utf-8", newline="") as table:
+        rows = list(csv.DictReader(table))
+    assert len(rows) == sum(len(exercise_names(s)) for s in PRISTINE + SOLVED)
+    assert {row["student"] for row in rows} == {"ana", "beto"}
+    beto = [row for row in rows if row["student"] == "beto"]
+    assert sum(int(row["points"]) for row in beto) == sum(e.points for s in SOLVED for e in exercises_in(s))
+
+
+def test_the_gradebook_and_the_feedback_pages_are_written(graded):
+    root = graded["root"]
+    with open(root / "gradebook.csv", encoding="utf-8-sig", newline="") as table:
+        text = table.read()
+    assert "ana" in text and "beto" in text
+    pages = sorted(path.name for path in (root / "feedback").iterdir())
+    assert pages == ["ana.html", "beto.html"], pages
+    assert "wrote 2 feedback pages" in graded["err"]
 
 
 def test_runaway_cell_is_interrupted_and_the_rest_still_graded(tmp_path):
@@ -235,8 +267,10 @@ def test_each_notebook_s_rows_are_on_disk_as_soon_as_it_is_graded(tmp_path, monk
     """A run that dies after its first notebook (a crash, a full disk) keeps that notebook's rows."""
     from course_tools import grade
 
-    first = {"notebook": "a/alice_02_attention.ipynb", "sha256": "0" * 64, "isolated": True, "passed": 1, "total": 1,
-             "exercises": [{"name": "softmax", "status": "pass", "mistake": None, "message": "correct!"}]}
+    first = {"notebook": "a/alice_02_attention.ipynb", "student": "alice", "sha256": "0" * 64, "isolated": True,
+             "passed": 1, "total": 1, "points": 2, "max_points": 2,
+             "exercises": [{"name": "softmax", "status": "pass", "mistake": None, "message": "correct!", "points": 2,
+                            "max_points": 2}]}
 
     def dies_after_one(*args, **kwargs):
         yield first
@@ -246,5 +280,16 @@ def test_each_notebook_s_rows_are_on_disk_as_soon_as_it_is_graded(tmp_path, monk
     table = tmp_path / "grades.csv"
     with pytest.raises(OSError):
         run_grader(tmp_path, "--csv", table, "--json")
-    assert table.read_text(encoding="utf-8").splitlines() == [
-        "student_file,notebook,exercise,status,mistake", "a/alice_02_attention.ipynb,02_attention,softmax,pass,"]
+    header, row = table.read_text(encoding="utf-8").splitlines()
+    assert header == ",".join(CSV_COLUMNS)
+    assert row.startswith('a/alice_02_attention.ipynb,02_attention,softmax,pass,,alice,2,2,"course ')
+
+
+def test_jobs_default_to_the_cores_this_process_may_use():
+    import os
+
+    from course_tools.grade import CORES, _parser
+
+    assert _parser().parse_args(["x.ipynb"]).jobs == CORES >= 1
+    if hasattr(os, "sched_getaffinity"):  # Linux: the cores this process may run on
+        assert CORES == len(os.sched_getaffinity(0))

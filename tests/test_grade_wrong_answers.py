@@ -187,7 +187,8 @@ def test_each_wrong_answer_fails_with_its_mistake_code(graded, stem):
 
 def test_csv_has_one_row_per_notebook_and_exercise(graded):
     rows = graded[3]
-    assert list(rows[0]) == ["student_file", "notebook", "exercise", "status", "mistake"]
+    assert list(rows[0]) == ["student_file", "notebook", "exercise", "status", "mistake", "student", "points",
+                             "max_points", "graded_by"]
     per_notebook = {stem: len(exercises_in(stem)) for stem in STEMS}
     assert len(rows) == sum(per_notebook.values()) + per_notebook["04_masking"]  # the corrupt one has its rows too
     files = [r["student_file"] for r in rows]

@@ -105,7 +105,7 @@ def test_check_mode_fails_on_wrong_metadata_and_writing_restamps_only_the_metada
     assert generate(solutions, tmp_path / "notebooks", check=True) == 1
     err = capsys.readouterr().err
     index = notebook.cells.index(check_cell)
-    assert f"{path}, cell {index}: nbgrader metadata" in err and "'points': 1" in err
+    assert f"{path}, cell {index}: nbgrader metadata" in err and "'points': 2" in err  # the registry's
     assert f"{path}, cell 0: carries nbgrader metadata" in err
     assert path.read_text(encoding="utf-8") != original, "--check writes nothing"
 

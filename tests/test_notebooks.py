@@ -34,6 +34,8 @@ def test_each_exercise_has_a_heading_a_time_budget_and_two_hints(notebook_name):
         assert re.search(rf"## Exercise {number}: `{exercise.defines}(\.\w+)?`", task.source), exercise.name
         budget = r"\*About \d+( to \d+)? lines?( in [a-z ]+)?\. About \d+ minutes\. Difficulty: [a-z]+"
         assert re.search(budget, task.source), f"{exercise.name}: *About N lines. About M minutes. Difficulty: X.*"
+        minutes = int(re.search(r"About (\d+) minutes", task.source).group(1))
+        assert exercise.points == max(1, minutes // 5), f"{exercise.name}: a point per 5 minutes of its time budget"
         hint2 = hints.source[hints.source.index("Hint 2"):]
         for line in solution_lines(cells[answer].source):
             assert line not in hint2, f"{exercise.name}: hint 2 gives a line of the solution: {line!r}"

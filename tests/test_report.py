@@ -11,20 +11,26 @@ import pytest
 
 import helpers.i18n as i18n
 from course_tools.grade import grade_all
+from course_tools.copies import MIN_NODES
 from course_tools.report import COLOURS, render, skipped_files, write_report
 from helpers.checks import EXERCISES
 
 NB01 = "01_positional_encoding"
+POINTS = {name: EXERCISES[name].points for name in ("create_position_matrix", "rotation_matrix", "apply_rope")}
+# alice's report as the grader writes it (points and max_points); bob's as an older grader did (the registry's).
 REPORTS = [
-    {"notebook": f"subs/alice/{NB01}.ipynb", "passed": 1, "total": 3, "exercises": [
-        {"name": "create_position_matrix", "status": "pass", "mistake": None, "message": "correct!"},
-        {"name": "rotation_matrix", "status": "fail", "mistake": "i_for_2i", "message": "alice's i for 2i"},
-        {"name": "apply_rope", "status": "todo", "mistake": None, "message": "not implemented yet"}]},
-    {"notebook": f"subs/bob/{NB01}.ipynb", "passed": 0, "total": 3, "exercises": [
+    {"notebook": f"subs/alice/{NB01}.ipynb", "student": "alice", "passed": 1, "total": 3, "exercises": [
+        {"name": "create_position_matrix", "status": "pass", "mistake": None, "message": "correct!",
+         "points": POINTS["create_position_matrix"], "max_points": POINTS["create_position_matrix"]},
+        {"name": "rotation_matrix", "status": "fail", "mistake": "i_for_2i", "message": "alice's i for 2i",
+         "points": 0, "max_points": POINTS["rotation_matrix"]},
+        {"name": "apply_rope", "status": "todo", "mistake": None, "message": "not implemented yet", "points": 0,
+         "max_points": POINTS["apply_rope"]}]},
+    {"notebook": f"subs/bob/{NB01}.ipynb", "student": "bob", "passed": 0, "total": 3, "exercises": [
         {"name": "create_position_matrix", "status": "fail", "mistake": "sin_cos_swapped", "message": "bob swapped"},
         {"name": "rotation_matrix", "status": "fail", "mistake": "i_for_2i", "message": "bob's i for 2i"},
         {"name": "apply_rope", "status": "fail", "mistake": None, "message": "differs at [0, 1]"}]},
-    {"notebook": "subs/carol/oops.ipynb",
+    {"notebook": "subs/carol/oops.ipynb", "student": "carol",
      "error": "cannot read subs/carol/oops.ipynb: it is JSON but not a Jupyter notebook (no list of cells)"},
 ]
 WHEN = datetime(2026, 3, 14, 9, 26)
@@ -67,11 +73,12 @@ def test_the_header_says_when_what_and_how_well():
 def test_counts_per_exercise_grouped_by_notebook():
     page = render(REPORTS, language="en", now=WHEN)
     table = section(page, "exercises")
-    assert f'<th colspan="5" class="code">{NB01}</th>' in table
-    rows = re.findall(r'<tr><td class="code">(\w+)</td><td class="num">(\d+)</td><td class="num">(\d+)</td>'
-                      r'<td class="num">(\d+)</td>', table)
-    assert rows == [("create_position_matrix", "1", "1", "0"), ("rotation_matrix", "0", "2", "0"),
-                    ("apply_rope", "0", "1", "1")]
+    assert f'<th colspan="6" class="code">{NB01}</th>' in table and "<th>points</th>" in table
+    rows = re.findall(r'<tr><td class="code">(\w+)</td><td class="num weight">(\d+)</td><td class="num">(\d+)</td>'
+                      r'<td class="num">(\d+)</td><td class="num">(\d+)</td>', table)
+    assert rows == [("create_position_matrix", str(POINTS["create_position_matrix"]), "1", "1", "0"),
+                    ("rotation_matrix", str(POINTS["rotation_matrix"]), "0", "2", "0"),
+                    ("apply_rope", str(POINTS["apply_rope"]), "0", "1", "1")], "each exercise's weight, then counts"
     assert table.count('<svg class="bar"') == 3 and table.count("<rect") == 5
 
 
@@ -109,7 +116,10 @@ def test_the_student_table_sorted_by_score_with_symbols_and_mistake_numbers():
     assert ('<td class="cell fail" title="sin_cos_swapped: bob swapped"><a href="#mistake-2">✗<sup>2</sup></a>'
             in students)
     assert '<th colspan="3" class="nb">01 positional encoding</th>' in students
-    assert re.search(r'<td class="num">1/3</td></tr>.*<td class="num">0/3</td></tr>', students, re.DOTALL)
+    most = sum(POINTS.values())
+    assert re.search(rf'<td class="num score">1/3 · {POINTS["create_position_matrix"]}/{most}</td></tr>.*'
+                     rf'<td class="num score">0/3 · 0/{most}</td></tr>', students, re.DOTALL), "passed · points"
+    assert "exercises passed · points earned</th>" in students
 
 
 def test_each_failed_checks_message_is_printed_not_only_hovered():
@@ -133,6 +143,78 @@ def test_a_students_notebooks_share_a_row():
     names = re.findall(r'<tr class="student"><td class="code sticky">([^<]+)<', students)
     assert names == ["ana", "cy/cy", "ben", "ben_old", "cy"]
     assert '<td class="cell none"></td>' in students, "ben handed in no notebook 02"
+
+
+def test_the_student_is_the_graders_not_guessed_from_the_path():
+    def one(path, student, name):
+        return {"notebook": path, "student": student, "passed": 1, "total": 1,
+                "exercises": [{"name": name, "status": "pass", "mistake": None, "message": ""}]}
+
+    reports = [one("c/group-3/01_positional_encoding.ipynb", "ana", "create_position_matrix"),
+               one("c/zz_02_attention.ipynb", "ana", "softmax"), one("c/ben_02_attention.ipynb", "ben", "softmax")]
+    students = section(render(reports, language="en", roots=[Path("c")], now=WHEN), "students")
+    assert re.findall(r'<tr class="student"><td class="code sticky">([^<]+)<', students) == ["ana", "ben"]
+
+
+def test_points_are_the_reports_else_the_registrys():
+    """An instructor's weights (max_points in the reports) are shown; a report without them gets the registry's."""
+    weighted = {"notebook": "c/ana/02_attention.ipynb", "student": "ana", "passed": 1, "total": 2, "exercises": [
+        {"name": "softmax", "status": "pass", "mistake": None, "message": "", "points": 7, "max_points": 7},
+        {"name": "scaled_dot_product_attention", "status": "fail", "mistake": None, "message": "", "points": 0,
+         "max_points": 5}]}
+    plain = {"notebook": "c/ben/02_attention.ipynb", "student": "ben", "passed": 1, "total": 2, "exercises": [
+        {"name": "softmax", "status": "fail", "mistake": None, "message": ""},
+        {"name": "scaled_dot_product_attention", "status": "pass", "mistake": None, "message": ""}]}
+    page = render([weighted, weighted | {"notebook": "c/cy/02_attention.ipynb", "student": "cy"}, plain],
+                  language="en", now=WHEN)
+    assert '<td class="code">softmax</td><td class="num weight">7</td>' in section(page, "exercises"), "most reports"
+    students = section(page, "students")
+    assert '<td class="num score">1/2 · 7/12</td>' in students
+    sdpa = EXERCISES["scaled_dot_product_attention"].points
+    assert f'<td class="num score">1/2 · {sdpa}/{EXERCISES["softmax"].points + sdpa}</td>' in students
+
+
+def test_the_header_says_which_version_graded(tmp_path, monkeypatch):
+    page = render(REPORTS, language="en", now=WHEN, graded_by="course 9.9.9, commit abc")
+    assert "2026-03-14 09:26 · <span id=\"graded-by\">graded by course 9.9.9, commit abc</span>" in page
+    import course_tools.report as report
+
+    monkeypatch.setattr(report, "provenance", lambda: "course 1.2.3")
+    assert "graded by course 1.2.3<" in render(REPORTS, language="en", now=WHEN), "provenance() by default"
+    write_report(REPORTS, tmp_path / "a.html", "en", [Path("subs")])  # callable as it always was
+    write_report(REPORTS, tmp_path / "b.html", graded_by="course 4.5.6")
+    assert "graded by course 1.2.3<" in (tmp_path / "a.html").read_text(encoding="utf-8")
+    assert "graded by course 4.5.6<" in (tmp_path / "b.html").read_text(encoding="utf-8")
+
+
+def test_the_signs_of_copying_are_listed_as_signs(tmp_path):
+    from test_copies import FRIEND, HONEST, RENAMED, STUB, TORCH, hand_in
+
+    reports = hand_in(tmp_path, {"ana": RENAMED, "ben": HONEST, "cy": FRIEND, "dee": STUB, "eli": STUB, "fay": TORCH})
+    page = render(reports, language="en", roots=[tmp_path], now=WHEN)
+    signs = section(page, "signs")
+    assert ('<td rowspan="2" class="code">scaled_dot_product_attention</td><td>the public solution</td>'
+            '<td class="code">ana</td>') in signs
+    assert '<td>one another</td><td class="code">ben, cy</td>' in signs and "dee" not in signs and "fay" not in signs
+    note = page[page.index('id="copies"'):page.index('id="signs"')]
+    assert "A sign is not a verdict" in note and f"at least {MIN_NODES} syntax nodes" in note
+    honest = render(hand_in(tmp_path / "honest", {"ben": HONEST, "fay": TORCH}), language="en", now=WHEN)
+    assert 'id="signs"' not in honest and "No sign found." in honest and "A sign is not a verdict" in honest
+
+
+def test_the_new_words_go_through_the_catalog(tmp_path, monkeypatch):
+    from test_copies import FRIEND, HONEST, RENAMED, hand_in
+
+    keys = ("weight", "points", "copies", "copies_note", "copies_short", "no_copies", "graded_by", "same_as",
+            "the_solution", "one_another", "size")
+    fields = {"graded_by": "{version}", "copies_short": "{n}"}
+    catalog = {f"report:{k}": (msgid, f"ES-{k}" + fields.get(k, "")) for k, msgid in _english_of(keys).items()}
+    monkeypatch.setitem(i18n._catalogs, "es", catalog)
+    page = render(REPORTS, language="es", now=WHEN, graded_by="course 1.0")
+    assert all(f"ES-{k}" in page for k in ("weight", "points", "copies", "copies_note", "no_copies"))
+    assert "ES-graded_bycourse 1.0" in page and f"ES-copies_short{MIN_NODES}" in page
+    signs = render(hand_in(tmp_path, {"ana": RENAMED, "ben": HONEST, "cy": FRIEND}), language="es", now=WHEN)
+    assert all(f"ES-{k}" in signs for k in ("same_as", "the_solution", "one_another", "size"))
 
 
 def test_the_files_not_graded_and_the_files_skipped(tmp_path):

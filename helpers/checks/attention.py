@@ -92,7 +92,7 @@ def wrong_softmaxes(x: np.ndarray, axis: int = -1) -> dict:
         }
 
 
-@exercise("softmax", notebook="02_attention", defines="softmax",
+@exercise("softmax", notebook="02_attention", points=2, defines="softmax",
           reference="helpers.attention.softmax",
           off_limits=("helpers.attention.softmax", "helpers.attention.masked_softmax", "scipy.special.softmax",
                       "torch.softmax", "torch.nn.functional.softmax", "torch.Tensor.softmax",
@@ -241,7 +241,7 @@ def _drawn_attention_case(rng: np.random.Generator) -> tuple[str, tuple, Any]:
     return f"Q {q.shape}, K {k.shape}, V {v.shape}, mask {mask.shape}", (q, k, v), mask
 
 
-@exercise("scaled_dot_product_attention", notebook="02_attention", defines="scaled_dot_product_attention",
+@exercise("scaled_dot_product_attention", notebook="02_attention", points=3, defines="scaled_dot_product_attention",
           reference="helpers.attention.scaled_dot_product_attention",
           off_limits=("helpers.attention.scaled_dot_product_attention",
                       "torch.nn.functional.scaled_dot_product_attention", "torch.ops.aten.*scaled_dot_product*",

@@ -276,7 +276,7 @@ def _run_case(cls: type, case: dict, train: bool, seed: int) -> None:
     _check_gradients(student, reference, tensors, ref_tensors)
 
 
-@exercise("multi_head_attention_module", notebook="03_multi_head_attention", defines="MultiHeadAttention",
+@exercise("multi_head_attention_module", notebook="03_multi_head_attention", points=4, defines="MultiHeadAttention",
           reference="helpers.multi_head.MultiHeadAttention",
           success="correct! Your module equals nn.MultiheadAttention and the reference, in eval and train mode, "
                   "gradients included.",

@@ -145,7 +145,7 @@ def _decoder_inputs(l_tgt: int, l_src: int, seed: int):
     return x, memory, decoder_mask(tgt_ids, 0), padding_mask(src_ids, 0)
 
 
-@exercise("decoder_layer", notebook="05_transformer", defines="DecoderLayer",
+@exercise("decoder_layer", notebook="05_transformer", points=3, defines="DecoderLayer",
           reference="helpers.transformer.DecoderLayer",
           success="correct! DecoderLayer.forward matches the reference: masked self-attention, "
                   "cross-attention and feed-forward, post-norm and pre-norm.",

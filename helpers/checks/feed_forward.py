@@ -100,7 +100,7 @@ def _drawn_case(rng: np.random.Generator) -> tuple[int, int, torch.Tensor, int, 
     return d_model, hidden, x, int(rng.integers(2 ** 31)), int(rng.integers(2 ** 31))
 
 
-@exercise("feed_forward", notebook="05_transformer", defines="PositionwiseFeedForward",
+@exercise("feed_forward", notebook="05_transformer", points=1, defines="PositionwiseFeedForward",
           reference="helpers.transformer.PositionwiseFeedForward",
           success="correct! Linear, ReLU, (dropout), linear: the same two maps at every position.",
           mistakes=FEED_FORWARD_MISTAKES, off_limits=("helpers.transformer.PositionwiseFeedForward",))

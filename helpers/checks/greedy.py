@@ -102,7 +102,7 @@ def wrong_decodings(model: Transformer, src: torch.Tensor) -> dict[Any, np.ndarr
         }
 
 
-@exercise("greedy_decode", notebook="06_training", defines="greedy_decode",
+@exercise("greedy_decode", notebook="06_training", points=3, defines="greedy_decode",
           reference="helpers.decoding.greedy_decode",
           success="correct! One token at a time, always the most likely one.", mistakes=GREEDY_MISTAKES,
           off_limits=("helpers.decoding.greedy_decode", "helpers.decoding.beam_search"))

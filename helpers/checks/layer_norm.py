@@ -157,7 +157,7 @@ def _drawn_case(rng: np.random.Generator) -> tuple[int, torch.Tensor, float, int
     return d_model, x, 1e-5, int(rng.integers(2 ** 31))
 
 
-@exercise("layer_norm", notebook="05_transformer", defines="LayerNorm",
+@exercise("layer_norm", notebook="05_transformer", points=2, defines="LayerNorm",
           reference="helpers.transformer.LayerNorm",
           success="correct! The mean and the biased variance over the last axis, eps inside the square root, then "
                   "the gain and the bias: the same numbers as nn.LayerNorm.",

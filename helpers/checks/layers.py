@@ -204,7 +204,7 @@ def wrong_encoder_outputs(layer: EncoderLayer, x: torch.Tensor, mask: torch.Tens
     return seeded_outputs(make)
 
 
-@exercise("encoder_layer", notebook="05_transformer", defines="EncoderLayer",
+@exercise("encoder_layer", notebook="05_transformer", points=3, defines="EncoderLayer",
           reference="helpers.transformer.EncoderLayer",
           success="correct! EncoderLayer.forward matches the reference, post-norm and pre-norm.",
           mistakes=ENCODER_MISTAKES,

@@ -54,7 +54,7 @@ def wrong_causal_masks(size: int) -> dict:
             "all_true": ones}
 
 
-@exercise("causal_mask", notebook="04_masking", defines="causal_mask",
+@exercise("causal_mask", notebook="04_masking", points=1, defines="causal_mask",
           reference="helpers.masking.causal_mask",
           off_limits=("helpers.masking.causal_mask", "helpers.masking.causal_mask_torch",
                       "helpers.masking.decoder_mask"),
@@ -123,7 +123,7 @@ PADDING_MISTAKES = {
 }
 
 
-@exercise("padding_mask", notebook="04_masking", defines="padding_mask",
+@exercise("padding_mask", notebook="04_masking", points=1, defines="padding_mask",
           reference="helpers.masking.padding_mask",
           off_limits=("helpers.masking.padding_mask", "helpers.masking.decoder_mask"),
           success="correct! True for real tokens, False for padding, shape (batch, 1, 1, L).",
@@ -235,7 +235,7 @@ def _drawn_masked_softmax_case(rng: np.random.Generator) -> tuple[str, np.ndarra
     return f"scores {scores.shape}, mask {mask.shape}", scores, mask
 
 
-@exercise("masked_softmax", notebook="04_masking", defines="masked_softmax",
+@exercise("masked_softmax", notebook="04_masking", points=3, defines="masked_softmax",
           reference="helpers.attention.masked_softmax",
           off_limits=("helpers.attention.masked_softmax",
                       "helpers.attention.scaled_dot_product_attention", "helpers.multi_head.multi_head_attention",

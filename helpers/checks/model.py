@@ -204,7 +204,7 @@ def _compare_in_training(cls: type) -> None:
         raise Known("train_mode_differs", what=what, difference=first_difference(out, expected))
 
 
-@exercise("transformer", notebook="05_transformer", defines="Transformer",
+@exercise("transformer", notebook="05_transformer", points=5, defines="Transformer",
           reference="helpers.transformer.Transformer",
           success="correct! The masks from the token ids, the scaled embeddings plus the positional encoding on both "
                   "sides, N layers each, the memory and the source mask in every cross-attention, the final "

@@ -68,7 +68,7 @@ def wrong_splits(x: np.ndarray, num_heads: int) -> dict:
     }
 
 
-@exercise("split_heads", notebook="03_multi_head_attention", defines="split_heads",
+@exercise("split_heads", notebook="03_multi_head_attention", points=2, defines="split_heads",
           reference="helpers.multi_head.split_heads",
           off_limits=("helpers.multi_head.split_heads", "helpers.multi_head.MultiHeadAttention"),
           success="correct! (batch, L, d_model) -> (batch, h, L, d_k): head i owns columns i*d_k to (i+1)*d_k - 1.",
@@ -98,7 +98,7 @@ def wrong_combines(x: np.ndarray) -> dict:
     }
 
 
-@exercise("combine_heads", notebook="03_multi_head_attention", defines="combine_heads",
+@exercise("combine_heads", notebook="03_multi_head_attention", points=1, defines="combine_heads",
           reference="helpers.multi_head.combine_heads",
           off_limits=("helpers.multi_head.combine_heads",),
           success="correct! It undoes split_heads: the heads are concatenated back to d_model.",
@@ -220,7 +220,7 @@ def _kv_from_x_q(case: dict) -> tuple[np.ndarray, np.ndarray] | None:
         return None
 
 
-@exercise("multi_head_attention", notebook="03_multi_head_attention", defines="multi_head_attention",
+@exercise("multi_head_attention", notebook="03_multi_head_attention", points=3, defines="multi_head_attention",
           reference="helpers.multi_head.multi_head_attention",
           off_limits=("helpers.multi_head.multi_head_attention", "helpers.multi_head.MultiHeadAttention",
                       "torch.nn.MultiheadAttention", "torch.nn.functional.multi_head_attention_forward"),

@@ -77,7 +77,7 @@ def wrong_position_matrices(seq_length: int, embed_size: int) -> dict:
     return wrong
 
 
-@exercise("create_position_matrix", notebook="01_positional_encoding", defines="create_position_matrix",
+@exercise("create_position_matrix", notebook="01_positional_encoding", points=2, defines="create_position_matrix",
           reference="helpers.positional.positional_encoding",
           off_limits=("helpers.positional.positional_encoding", "helpers.positional.PositionalEncoding",
                       "helpers.positional.rotation_matrix", "helpers.positional.apply_rope"),
@@ -130,7 +130,7 @@ def wrong_rotation_matrices(k: int, d_model: int) -> dict:
     }
 
 
-@exercise("rotation_matrix", notebook="01_positional_encoding", defines="rotation_matrix",
+@exercise("rotation_matrix", notebook="01_positional_encoding", points=3, defines="rotation_matrix",
           reference="helpers.positional.rotation_matrix",
           off_limits=("helpers.positional.rotation_matrix", "helpers.positional.apply_rope"),
           success="correct! PE(pos + k) = PE(pos) @ R for every position.", mistakes=ROTATION_MISTAKES)
@@ -231,7 +231,7 @@ def _drawn_rope_case(rng: np.random.Generator) -> tuple:
     return shape, rng.integers(0, 60, size=shape[-2]).tolist(), rng.normal(size=shape)
 
 
-@exercise("apply_rope", notebook="01_positional_encoding", defines="apply_rope",
+@exercise("apply_rope", notebook="01_positional_encoding", points=3, defines="apply_rope",
           reference="helpers.positional.apply_rope",
           off_limits=("helpers.positional.apply_rope", "helpers.positional.rotation_matrix"),
           success="correct! Each pair (2i, 2i+1) turns by pos * w_i, in RoFormer's direction.",

@@ -117,7 +117,7 @@ def _same(a: list[torch.Tensor], b: list[torch.Tensor]) -> bool:
                                     for x, y in zip(a, b))
 
 
-@exercise("train_step", notebook="06_training", defines="train_step",
+@exercise("train_step", notebook="06_training", points=2, defines="train_step",
           reference="helpers.training.train_step",
           success="correct! Teacher forcing, zero_grad, backward, the optimizer's step, then the scheduler's.",
           mistakes=TRAIN_STEP_MISTAKES,

@@ -97,7 +97,7 @@ def _same_rates(actual: np.ndarray, expected: np.ndarray) -> bool:
     return actual.shape == expected.shape and bool(np.allclose(actual, expected, rtol=1e-6, atol=0.0))
 
 
-@exercise("transformer_lr", notebook="06_training", defines="transformer_lr",
+@exercise("transformer_lr", notebook="06_training", points=1, defines="transformer_lr",
           reference="helpers.schedule.transformer_lr",
           success="correct! A linear warm-up, then a 1/sqrt(step) decay.", mistakes=LR_MISTAKES,
           off_limits=("helpers.schedule.transformer_lr", "helpers.schedule.scheduled_lr"))
@@ -238,7 +238,7 @@ def _mean(loss: torch.Tensor, keep: torch.Tensor) -> torch.Tensor:
     return loss[keep].sum() / keep.sum()
 
 
-@exercise("label_smoothing_loss", notebook="06_training", defines="LabelSmoothingLoss",
+@exercise("label_smoothing_loss", notebook="06_training", points=3, defines="LabelSmoothingLoss",
           reference="helpers.loss.LabelSmoothingLoss",
           success="correct! Cross-entropy against the smoothed target, over the real tokens.", mistakes=LOSS_MISTAKES,
           off_limits=("helpers.loss.LabelSmoothingLoss", "torch.nn.functional.cross_entropy:label_smoothing",
