@@ -682,7 +682,8 @@ def test_tfs_grade_writes_feedback_each_student_can_read(browser, graded, langua
             assert re.findall(r"\d+", passed["points"]) == [str(weights[name])] * 2
         earned = sum(weights.values()) - weights["create_position_matrix"]
         assert re.findall(r"\d+", carla["total"]) == [str(earned), str(sum(weights.values())), "2", "3"]
-        assert provenance().split(" + ")[0] in carla["provenance"] and re.search(r"\d{4}-\d\d-\d\d \d\d:\d\d", carla["provenance"])
+        assert provenance().split(" + ")[0] in carla["provenance"]  # the mark of local changes may differ meanwhile
+        assert re.search(r"\d{4}-\d\d-\d\d \d\d:\d\d", carla["provenance"])
         driver.set_window_size(390, 844)  # a phone: nothing wider than the screen
         try:
             assert _feedback_facts(driver)["overflow"] <= 0
