@@ -2,12 +2,14 @@
 #   make lab      set up .venv and open the course in JupyterLab (make lab-es, lab-pt, lab-vi: an edition)
 #   make test     set up .venv and run every test (lint, unit tests with the drift checks, every notebook,
 #                 in every language)
+# Setting up and opening are course.py's (standard library only), which does the same without make, on Windows too:
+# python course.py (an edition: python course.py es), python course.py setup, python course.py test.
+#   make test-setup     course.py on a fresh copy of the repository, from nothing, then notebook 01 in its .venv
 #   make test-pythons   the unit tests and strict nbval of the solutions on every other Python from 3.11 up here
 
 PYTHON ?= python3
 VENV   := .venv
 PY     := $(VENV)/bin/python
-STAMP  := $(VENV)/.installed
 
 # Every recipe line runs in bash with pipefail, so a failing pip is never hidden behind a filter.
 SHELL := /bin/bash
@@ -25,29 +27,27 @@ export PATH := $(CURDIR)/$(VENV)/bin:$(PATH)
 ROOT_FLAG := $(shell [ "$$(id -u)" = 0 ] && echo --allow-root)
 
 NBVAL := --nbval-current-env --nbval-sanitize-with tests/nbval_sanitize.cfg
-# pip's notes about the machine's extra package folders are noise; everything else it says is shown.
-QUIET_PIP := { grep -v "is ignored" || true; }
 
-.PHONY: setup lab lab-instructor test test-pythons checkpoints lint unit unit-nbgrader unit-grader unit-others browser \
+.PHONY: setup lab lab-instructor test test-pythons test-locale checkpoints lint unit unit-nbgrader unit-grader unit-others browser \
         nbval-solutions nbval-editions nbval-notebooks student-notebooks check-student-notebooks \
         outputs translations check-translations review-translations grade versions benchmark clean
 
-# The students' JupyterLab settings (course_tools/jupyter/: nbgrader's interface off, no news pop-up), merged into
-# the environment, where every `jupyter lab` it starts reads them (conda users run the same command once).
-setup: $(STAMP)
-	@$(PY) -m course_tools.jupyter
+# course.py setup: .venv created and the pinned packages and the course installed into it when requirements.txt or
+# pyproject.toml changed (the stamp .venv/.installed holds their hash; pip's whole output in .cache/setup.log), then
+# the students' JupyterLab settings (course_tools/jupyter/: nbgrader's interface off, no news pop-up) merged into
+# the environment, where every `jupyter lab` it starts reads them (conda users run that command once).
+setup:
+	@$(PYTHON) course.py setup
 
-$(STAMP): requirements.txt pyproject.toml
-	$(PYTHON) -m venv $(VENV)
-	$(PY) -m pip install --quiet --upgrade pip 2>&1 | $(QUIET_PIP)
-	$(PY) -m pip install --quiet -r requirements.txt 2>&1 | $(QUIET_PIP)
-	PYTHONWARNINGS="ignore:Editable installation" $(PY) -m pip install --quiet --no-deps -e . 2>&1 | $(QUIET_PIP)
-	$(PY) -c "import torch, numpy, matplotlib, nbval, nbgrader, helpers, course_tools"
-	mkdir -p $(MPLCONFIGDIR) && $(PY) -c "import matplotlib.pyplot"   # build the font cache once
-	touch $(STAMP)
+lab:
+	$(PYTHON) course.py lab
 
-lab: setup
-	$(VENV)/bin/jupyter lab --notebook-dir=. $(ROOT_FLAG) notebooks/01_positional_encoding.ipynb
+# make test-setup: the README's one command from nothing, on a fresh copy of the repository's files (tracked, and
+# new ones not ignored): `python course.py setup` with the Python .venv was made from, then notebook 01 executed in
+# the .venv it made, and setup run again as a no-op (tests/test_course_script.py; pip's cache keeps it to minutes).
+.PHONY: test-setup
+test-setup: setup
+	TFS_TEST_SETUP=1 $(PY) -m pytest tests/test_course_script.py -q -p no:cacheprovider -rs
 
 # For instructors: JupyterLab in an nbgrader course folder (the one with nbgrader_config.py), with nbgrader's
 # menus, formgrader and server extensions on: course_tools/jupyter/instructor/ first on JUPYTER_CONFIG_PATH, for
@@ -62,14 +62,14 @@ lab-instructor: setup
 # The editions: the same course in Spanish, Brazilian Portuguese and Vietnamese (README.es.md, README.pt.md,
 # README.vi.md), each in editions/<language>/. make lab-es (lab-pt, lab-vi) opens one at its notebook 01.
 EDITIONS := $(sort $(patsubst editions/%/EDITION,%,$(wildcard editions/*/EDITION)))
-lab-%: setup
+lab-%:
 	@[ -f editions/$*/EDITION ] || { echo "There is no edition '$*': make lab-XX opens one of: $(EDITIONS)." >&2; exit 2; }
-	$(VENV)/bin/jupyter lab --notebook-dir=. $(ROOT_FLAG) editions/$*/notebooks/01_positional_encoding.ipynb
+	$(PYTHON) course.py lab --edition $*
 
 # make test: lint, then the tests as small independent runs, four at a time (make -j4), the longest first, so
 # that the two cores stay busy to the end: the browser test, the grader's end-to-end tests, the nbgrader course,
 # the other unit tests, strict nbval on the English solutions and on each edition's. The runs beyond two use the
-# time the others spend waiting (JupyterLab rendering, time-outs, process start-ups). README.md, CI, gives the
+# time the others spend waiting (JupyterLab rendering, time-outs, process start-ups). docs/ci.md gives the
 # measured times.
 # The student notebooks run where a student runs them: the English ones and notebook 01 of every edition in
 # JupyterLab (the browser test), or, where Chromium is missing, the English ones in lax nbval. The editions'
@@ -131,6 +131,24 @@ test-pythons: setup checkpoints
 	echo "make test-pythons: passed on: $${ran[*]:-none}; failed on: $${failed[*]:-none}"; \
 	[ $${#failed[@]} = 0 ]
 
+# make test-locale: the unit tests, then the grader's end-to-end tests, under a Latin-1 locale with Python's UTF-8
+# mode off and no PYTHONIOENCODING (as under a Windows code page): what the course prints and writes must still be
+# UTF-8. Skipped, with the reason, where the locale is not installed (Debian: apt-get install locales, then
+# localedef -i en_US -f ISO-8859-1 en_US.ISO-8859-1; .ci/run does both). make test runs one grading under it
+# (tests/test_encodings.py); CI runs the whole of this.
+LATIN_1_LOCALE := en_US.ISO-8859-1
+IN_LATIN_1 := env -u PYTHONIOENCODING LC_ALL=$(LATIN_1_LOCALE) PYTHONUTF8=0 OMP_NUM_THREADS=1
+test-locale: setup checkpoints
+	@if ! $(IN_LATIN_1) $(PY) -c 'import locale, sys; sys.exit(locale.getpreferredencoding(False) != "ISO-8859-1")'; \
+	then echo "test-locale: skipped, the locale $(LATIN_1_LOCALE) is not installed (Debian: apt-get install locales;" \
+	          "localedef -i en_US -f ISO-8859-1 $(LATIN_1_LOCALE))"; \
+	else ok=1; \
+	  $(IN_LATIN_1) $(PY) -m pytest tests -q -p no:cacheprovider --ignore=tests/test_nbgrader.py \
+	    --ignore=tests/test_browser.py $(GRADER_TESTS:%=--ignore=%) || ok=0; \
+	  $(IN_LATIN_1) $(PY) -m pytest $(GRADER_TESTS) -q -p no:cacheprovider || ok=0; \
+	  [ $$ok = 1 ]; \
+	fi
+
 # One thread per process in every run but the strict run of the English solutions: four runs share two cores,
 # where a second thread per process only adds its overhead. The English solutions run at the machine's default
 # (2 threads on 2 cores), the editions' solutions, whose computations are the same, at 1: the stored outputs
@@ -140,14 +158,14 @@ $(ONE_THREAD) nbval-solutions-% nbval-notebooks-%: export OMP_NUM_THREADS := 1
 
 # Every model that a notebook 06 loads, trained once, alone, before the runs that execute notebooks 06 (several at
 # a time would each train it, on shared cores); a model already in .cache/checkpoints is loaded (seconds).
-NEEDS_CHECKPOINTS := unit unit-grader unit-nbgrader browser nbval-solutions nbval-editions nbval-notebooks \
+NEEDS_CHECKPOINTS := unit unit-others unit-grader unit-nbgrader browser nbval-solutions nbval-editions nbval-notebooks \
                      nbval-notebooks-en
 checkpoints: setup
 	$(PY) -m course_tools.pretrain
 $(NEEDS_CHECKPOINTS): checkpoints
 
 lint: setup
-	$(VENV)/bin/ruff check helpers course_tools tests benchmarks
+	$(VENV)/bin/ruff check helpers course_tools tests benchmarks course.py
 
 unit: setup
 	$(PY) -m pytest tests -q --durations=10

@@ -1,5 +1,5 @@
 """Running one submission for the grader, inside its workspace (isolation.py): its notebook in a kernel, driven
-by nbclient, and its verdicts in a ``python -I -B -m course_tools.verdicts`` process of their own.
+by nbclient, and its verdicts in a ``python -I -B -X utf8 -m course_tools.verdicts`` process of their own.
 
 A cell still running after ``timeout`` seconds is interrupted (nbclient's ``interrupt_on_timeout``); a kernel still
 busy ``grace`` seconds later (a loop that catches KeyboardInterrupt) is killed, and the cells after that one run in a

@@ -1,4 +1,4 @@
-"""Grade student notebooks from the command line (console command ``tfs-grade``; README.md, "Instructors").
+"""Grade student notebooks from the command line (console command ``tfs-grade``; docs/instructors.md).
 
     python -m course_tools.grade path/to/student.ipynb --json
     python -m course_tools.grade submissions/alice/ submissions/bob/ --csv grades.csv --report grades.html
@@ -29,6 +29,7 @@ from helpers.i18n import tr
 from helpers.notebook_io import python_lines
 
 from . import isolation, students
+from .console import utf8_output
 from .execute import Run, execute, fresh_verdicts, grace_seconds
 from .results import (CsvLog, JsonStream, course_notebook, exit_status, format_mistakes, format_report,
                       format_summary, mistake_counts, output_problem)
@@ -295,6 +296,7 @@ def _parser() -> argparse.ArgumentParser:
 
 
 def main(argv: list[str] | None = None, stdout: TextIO | None = None, stderr: TextIO | None = None) -> int:
+    utf8_output()
     stdout, stderr = stdout or sys.stdout, stderr or sys.stderr
     parser = _parser()
     args = parser.parse_args(argv)

@@ -62,8 +62,11 @@ def sandboxed(isolate: bool = True) -> bool:
 
 
 def interpreter() -> list[str]:
-    """This Python, in isolated mode (no user site, no PYTHON* variables, no current folder on the path), no .pyc."""
-    return [sys.executable, "-I", "-B"]
+    """This Python, in isolated mode (no user site, no PYTHON* variables, no current folder on the path), no .pyc,
+    in UTF-8 mode (-X utf8: open() and its standard streams in UTF-8, whatever the grader's locale). -I ignores
+    PYTHONUTF8 and PYTHONIOENCODING, so the option is what makes a kernel or a verdicts process read and print
+    Vietnamese under a Latin-1 locale or a Windows code page, as it does on the student's machine."""
+    return [sys.executable, "-I", "-B", "-X", "utf8"]
 
 
 class Workspace:
@@ -110,13 +113,16 @@ class Workspace:
                     shutil.copyfile(found, self.root / into / found.name)
 
     def environment(self, **extra: str) -> dict[str, str]:
-        """The environment of a process of this submission: the grader's with its own temporary folder and caches."""
+        """The environment of a process of this submission: the grader's with its own temporary folder and caches,
+        and Python's UTF-8 mode (PYTHONUTF8, and PYTHONIOENCODING, which would win over it): for a kernel whose
+        Python is not interpreter(), which ignores them and sets UTF-8 mode with -X utf8."""
         env = dict(os.environ)
         for name in ("PYTHONPATH", "PYTHONSTARTUP"):
             env.pop(name, None)
         env.update(TMPDIR=str(self.root / "tmp"), TFS_CACHE_DIR=str(self.root / "cache"),
                    MPLCONFIGDIR=str(self.root / "matplotlib"), IPYTHONDIR=str(self.root / "ipython"),
-                   JUPYTER_RUNTIME_DIR=str(self.root / "runtime"), PYTHONDONTWRITEBYTECODE="1", **extra)
+                   JUPYTER_RUNTIME_DIR=str(self.root / "runtime"), PYTHONDONTWRITEBYTECODE="1", PYTHONUTF8="1",
+                   PYTHONIOENCODING="utf-8", **extra)
         return env
 
     def command(self, argv: list[str]) -> list[str]:

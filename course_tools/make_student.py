@@ -5,8 +5,10 @@
 
 Each exercise region of a solution notebook lies between the lines ``# BEGIN SOLUTION`` and ``# END SOLUTION``
 (the form nbgrader and otter-grader both read). Writing stamps each solution's nbgrader metadata
-(course_tools.nbgrader), then writes each student notebook: each region replaced by a stub, outputs and
-``# NBVAL_*`` lines dropped. ``--check`` names every metadata or student notebook that differs.
+(course_tools.nbgrader) and the course's home URL (pyproject.toml's [project.urls]: the install cell that Colab
+runs and the "Open in Colab" link, course_tools.colab), then writes each student notebook: each region replaced by
+a stub, outputs and ``# NBVAL_*`` lines dropped. ``--check`` names every metadata, URL or student notebook that
+differs.
 """
 
 from __future__ import annotations
@@ -21,6 +23,8 @@ from pathlib import Path
 
 import nbformat
 
+from course_tools.console import utf8_output
+from course_tools.colab import course_url, stamp_colab, student_notebook_path
 from course_tools.nbgrader import MetadataError, metadata_problems, stamp
 from helpers.checks import EXERCISES
 from helpers.notebook_io import write_atomically
@@ -133,12 +137,20 @@ def generate(solutions_dir: Path, notebooks_dir: Path, check: bool = False, ever
         problems = [f"exercise {e.name!r} of the registry names notebook {e.notebook!r}, which has no solution "
                     f"notebook." for e in EXERCISES.values()
                     if every_exercise and e.notebook not in {p.stem for p in solutions}]
+        home = course_url()
         for path, (text, solution) in read.items():
+            language = solution.metadata.get("tfs", {}).get("language")
+            where = student_notebook_path(path.name, language)
             if check:
                 problems.extend(metadata_problems(solution, path.stem, str(path)))
-            elif stamp(solution, path.stem, str(path)) and render(solution) != text:
-                changed.append((path, render(solution), f"stamped the nbgrader metadata of {path}"))
-            language = solution.metadata.get("tfs", {}).get("language")
+                if stamp_colab(copy.deepcopy(solution), where, home):
+                    problems.append(f"{path}: its install URL or Colab link is not the one pyproject.toml's "
+                                    f"[project.urls] gives ({home}, {where}).")
+            else:
+                stamped = stamp(solution, path.stem, str(path))
+                stamped = stamp_colab(solution, where, home) or stamped
+                if stamped and render(solution) != text:
+                    changed.append((path, render(solution), f"stamped the nbgrader metadata and URLs of {path}"))
             source = f"{'editions/' + language + '/' if language else ''}{solutions_dir.name}/{path.name}"
             student = make_student_notebook(solution, str(path), source)
             for index, cell in enumerate(student.cells):  # nbformat 4.5 wants cell ids: reproducible ones
@@ -146,7 +158,7 @@ def generate(solutions_dir: Path, notebooks_dir: Path, check: bool = False, ever
             target, rendered = notebooks_dir / path.name, render(student)
             if (target.read_text(encoding="utf-8") if target.exists() else None) != rendered:
                 changed.append((target, rendered, f"wrote {target}"))
-    except (NotebookError, MarkerError, MetadataError) as error:
+    except (NotebookError, MarkerError, MetadataError, ValueError) as error:  # ValueError: pyproject's URL
         print(f"error: {error}", file=sys.stderr)
         return 2
     extra = sorted({p.name for p in notebooks_dir.glob("*.ipynb")} - {p.name for p in solutions})
@@ -172,11 +184,12 @@ def generate(solutions_dir: Path, notebooks_dir: Path, check: bool = False, ever
 
 
 def main(argv: list[str] | None = None) -> int:
+    utf8_output()
     parser = argparse.ArgumentParser(description=__doc__.split("\n\n")[0])
     parser.add_argument("solutions", type=Path, help="folder of solution notebooks (the source)")
     parser.add_argument("notebooks", type=Path, help="folder of student notebooks to write")
     parser.add_argument("--check", action="store_true",
-                        help="write nothing; exit 1 if any metadata or student notebook is off")
+                        help="write nothing; exit 1 if any metadata, URL or student notebook is off")
     args = parser.parse_args(argv)
     return generate(args.solutions, args.notebooks, check=args.check)
 

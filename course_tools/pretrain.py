@@ -23,6 +23,7 @@ import time
 from pathlib import Path
 from unittest import mock
 
+from course_tools.console import utf8_output
 from helpers.notebook_io import code_cells, python_lines, read_json_notebook
 
 ROOT = Path(__file__).resolve().parent.parent
@@ -95,6 +96,7 @@ def pretrain(path: Path) -> list[str]:
 
 
 def main(argv: list[str] | None = None) -> int:
+    utf8_output()
     parser = argparse.ArgumentParser(prog="python -m course_tools.pretrain", description=__doc__.splitlines()[0])
     parser.add_argument("notebooks", nargs="*", type=Path, help=f"notebooks {TRAINING} (default: every one)")
     args = parser.parse_args(argv)

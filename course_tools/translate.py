@@ -1,13 +1,13 @@
 """Translations of the course, kept in step with the English source.
 
     tfs-translate extract [--language L]   update editions/L/po/*.po from the English sources
-    tfs-translate build   [--language L]   write editions/L/solutions/ and editions/L/notebooks/ from the .po files
+    tfs-translate build   [--language L]   write editions/L/solutions/, editions/L/notebooks/ and README.L.md
     tfs-translate check   [--language L]   exit 1 while a piece is missing or stale, or editions/L/ is out of date
     tfs-translate review  [--language L]   list the pieces to review, with the English change
 
 Without --language, each command runs for every edition in turn. The English sources are the only source;
-translators edit the .po files (README.md, "The editions"). What is translated is in course_tools.pieces, the
-.po files themselves in course_tools.po_files.
+translators edit the .po files (docs/course-authors.md, "The editions"). What is translated is in course_tools.pieces
+(the READMEs: course_tools.readmes), the .po files themselves in course_tools.po_files.
 """
 
 from __future__ import annotations
@@ -21,6 +21,9 @@ from pathlib import Path
 import nbformat
 import polib
 
+from course_tools import readmes
+from course_tools.colab import stamp_colab, student_notebook_path, without_urls
+from course_tools.console import utf8_output
 from course_tools.make_student import generate, read_notebook, render
 from course_tools.pieces import (LANGUAGES, code_skeleton, edition, english_solutions, needs_translation, required,
                                  sources)
@@ -31,7 +34,8 @@ from helpers.notebook_io import write_atomically
 
 def extract(language: str) -> int:
     """Bring every .po file of language in step with the English pieces: a new piece empty (missing), an entry
-    whose English changed fuzzy (stale, with the old English as its previous msgid)."""
+    whose English changed fuzzy (stale, with the old English as its previous msgid), unless only the course's URLs
+    changed (course_tools.colab.without_urls: build stamps them)."""
     validate_po_files(language, syntax_only=True)
     for stem, pieces in sources().items():
         path = po_path(language, stem)
@@ -43,6 +47,8 @@ def extract(language: str) -> int:
             if entry is None:
                 entry = polib.POEntry(msgctxt=piece.key, msgid=piece.english, msgstr="")
                 added += 1
+            elif without_urls(entry.msgid) == without_urls(piece.english):
+                entry.msgid = piece.english  # only the course's URL changed: build stamps it, the entry stays reviewed
             elif entry.msgid != piece.english:
                 entry.previous_msgid, entry.msgid = entry.msgid, piece.english
                 if "fuzzy" not in entry.flags:
@@ -58,7 +64,7 @@ def extract(language: str) -> int:
             write_atomically(path, text)
             print(f"{shown(path)}: {len(entries)} pieces; {added} new, {stale} changed in English "
                   f"(marked fuzzy), {removed} removed")
-    return 0
+    return readmes.extract(language)  # readme.po
 
 
 def problems(language: str) -> list[tuple[str, str, str, str | None]]:
@@ -68,7 +74,7 @@ def problems(language: str) -> list[tuple[str, str, str, str | None]]:
     A .po file that is not strictly valid raises PoError (see po_file_problems)."""
     validate_po_files(language)
     out = []
-    for stem, pieces in required(language).items():
+    for stem, pieces in (required(language) | readmes.sources()).items():
         entries = {e.msgctxt: e for e in load_po(po_path(language, stem)) if not e.obsolete}
         for piece in pieces:
             entry = entries.get(piece.key)
@@ -81,12 +87,15 @@ def problems(language: str) -> list[tuple[str, str, str, str | None]]:
                 out.append((stem, piece.key, "code changed", None))
             elif stem == "messages" and template_fields(entry.msgstr) != template_fields(piece.english):
                 out.append((stem, piece.key, "fields changed", None))
+            elif stem == readmes.STEM and readmes.commands_changed(piece.english, entry.msgstr):
+                out.append((stem, piece.key, "code changed", None))
     return out
 
 
 def translated_solution(path: Path, language: str, existing: nbformat.NotebookNode | None) -> nbformat.NotebookNode:
     """The solution notebook at path in language: each piece replaced by its reviewed translation
-    (missing or stale ones stay English), the outputs of existing kept for the cells whose source is unchanged."""
+    (missing or stale ones stay English), the outputs of existing kept for the cells whose source is unchanged,
+    and the course's URLs stamped (course_tools.colab: the Colab link opens the edition's own notebook)."""
     notebook = copy.deepcopy(read_notebook(path)[1])
     found = translations(language, path.stem)
     previous = {c.get("id"): c for c in existing.cells} if existing is not None else {}
@@ -94,6 +103,9 @@ def translated_solution(path: Path, language: str, existing: nbformat.NotebookNo
         key = cell.get("id")
         if key in found and needs_translation(cell):
             cell.source = found[key]
+    stamp_colab(notebook, student_notebook_path(path.name, language))
+    for cell in notebook.cells:
+        key = cell.get("id")
         if cell.cell_type == "code":
             old = previous.get(key)
             kept = old is not None and old.source == cell.source
@@ -111,6 +123,7 @@ def build(language: str, check: bool = False) -> int:
     """Write <language>/solutions (then the student notebooks <language>/notebooks) once every .po file is valid;
     with check, write nothing and report the notebooks that differ from what the English and the .po files give."""
     validate_po_files(language)
+    readme_drift = readmes.build(language, check)  # README.<language>.md
     stems, folder = edition(language), edition_dir(language)
     out_dir, notebooks = folder / "solutions", folder / "notebooks"
     changed = []  # (target, its text): everything is computed before anything is written
@@ -130,7 +143,7 @@ def build(language: str, check: bool = False) -> int:
                       f"{po_name(language, target.stem)} give. Run `make translations` and commit the result.",
                       file=sys.stderr)
             code = generate(out_dir, notebooks, check=True)
-        return 1 if changed or extra or code else 0
+        return 1 if changed or extra or code or readme_drift else 0
     for path in extra:
         path.unlink()
         (notebooks / path.name).unlink(missing_ok=True)
@@ -161,7 +174,8 @@ def check_command(language: str) -> int:
 
 def review_command(language: str) -> int:
     found = problems(language)
-    current = {(stem, p.key): p.english for stem, pieces in required(language).items() for p in pieces}
+    current = {(stem, p.key): p.english for stem, pieces in (required(language) | readmes.sources()).items()
+               for p in pieces}
     for stem, key, kind, previous in found:
         print(f"=== {po_name(language, stem)}, {key}: {kind}")
         if kind == "stale" and previous is not None:
@@ -173,6 +187,7 @@ def review_command(language: str) -> int:
 
 
 def main(argv: list[str] | None = None) -> int:
+    utf8_output()
     parser = argparse.ArgumentParser(description=__doc__.split("\n\n")[0])
     parser.add_argument("command", choices=["extract", "build", "check", "review"])
     parser.add_argument("--language", choices=sorted(LANGUAGES),

@@ -1,6 +1,6 @@
 """The grader's verdicts, computed in a process of their own from the student's definitions alone.
 
-    python -I -B -m course_tools.verdicts NOTEBOOK.ipynb EXERCISE [EXERCISE ...] [--timeout S]
+    python -I -B -X utf8 -m course_tools.verdicts NOTEBOOK.ipynb EXERCISE [EXERCISE ...] [--timeout S]
 
 Started by execute.py in the notebook's workspace, with TFS_GRADING_SEED set (the checks draw sizes from it). It
 prints, in the order asked, {"checking": name} before each check (the grader times it from there) and one line
@@ -23,6 +23,8 @@ import signal
 import sys
 from pathlib import Path
 from typing import Any, Callable
+
+from .console import utf8_output
 
 LANGUAGE_CALL = re.compile(r"""set_language\(\s*["'](\w+)["']\s*\)""")
 STATUSES = ("pass", "fail", "todo")
@@ -167,6 +169,7 @@ def checked(machinery: Machinery, name: str, answer: Any, timeout: int) -> dict:
 
 
 def main(argv: list[str] | None = None) -> int:
+    utf8_output()  # its stderr, which the grader reads as UTF-8
     parser = argparse.ArgumentParser(prog="python -m course_tools.verdicts",
                                      description="Compute a notebook's verdicts from its definitions alone.")
     parser.add_argument("notebook", type=Path)

@@ -1,11 +1,13 @@
-"""Print the versions that matter to the course, each against its pin (console command ``tfs-versions``).
+"""Print the versions that matter to the course, each against its pin, and the system they run on: the OS and
+the accelerators torch can use, CUDA and Apple's MPS (console command ``tfs-versions``).
 
     python -m course_tools.versions           # always exits 0: paste the output into a bug report
     python -m course_tools.versions --check   # exits 1 when an installed version differs from its pin
 
 The pins are the ``name==version`` lines of the repository's requirements.txt, matched the PEP 440 way
 (``torch==2.13.0`` accepts ``2.13.0+cpu``). A package without a pin is never a mismatch; a pinned one that
-is not installed is.
+is not installed is. Without torch, or with a torch that fails to import, the CUDA and MPS rows say so: this
+command never fails on a broken install, which is what a bug report needs to show.
 """
 
 from __future__ import annotations
@@ -20,7 +22,9 @@ import subprocess
 import sys
 from dataclasses import dataclass
 from pathlib import Path
-from typing import TextIO
+from typing import Any, Callable, TextIO
+
+from course_tools.console import utf8_output
 
 REQUIREMENTS = Path(__file__).resolve().parent.parent / "requirements.txt"
 
@@ -127,13 +131,62 @@ def versions(requirements: Path = REQUIREMENTS) -> list[Row]:
     return rows
 
 
-def format_table(rows: list[Row], requirements: Path = REQUIREMENTS) -> str:
+def system() -> list[tuple[str, str]]:
+    """(what, value) of the machine: the OS (platform.platform() and the machine, such as x86_64 or arm64), then
+    whether torch can use CUDA and Apple's MPS. Never raises."""
+    machine = platform.machine() or "unknown"
+    return [("OS", f"{platform.platform()} (machine {machine})"), *accelerators()]
+
+
+def accelerators() -> list[tuple[str, str]]:
+    """("CUDA", ...) and ("MPS", ...): available or not, as torch says; why it cannot tell when torch is missing
+    or broken (any error in importing it or asking it)."""
+    try:
+        import torch
+    except Exception as error:  # noqa: BLE001 - a broken torch is what a bug report must show, not a crash
+        why = ("torch is not installed" if isinstance(error, ModuleNotFoundError) and error.name == "torch"
+               else f"import torch failed: {type(error).__name__}: {error}")
+        return [("CUDA", f"unknown ({why})"), ("MPS", f"unknown ({why})")]
+    return [("CUDA", asked(lambda: cuda(torch))), ("MPS", asked(lambda: mps(torch)))]
+
+
+def asked(question: Callable[[], str]) -> str:
+    """question's answer, or "unknown" and the error it raised."""
+    try:
+        return question()
+    except Exception as error:  # noqa: BLE001 - a torch that breaks when asked: say how
+        return f"unknown (torch failed: {type(error).__name__}: {error})"
+
+
+def cuda(torch: Any) -> str:
+    """Whether torch can use CUDA: "available: <device> (<n> devices), CUDA <version>", else "not available"
+    and whether this torch was built with CUDA at all."""
+    built = torch.version.cuda
+    if not torch.cuda.is_available():
+        return "not available" + (f" (torch built for CUDA {built}, no usable GPU)" if built
+                                  else f" (torch {torch.__version__} is built without CUDA)")
+    count = torch.cuda.device_count()
+    devices = f" ({count} devices)" if count > 1 else ""
+    return f"available: {torch.cuda.get_device_name(0)}{devices}, CUDA {built}"
+
+
+def mps(torch: Any) -> str:
+    """Whether Apple's Metal (MPS) is available to torch."""
+    return "available" if torch.backends.mps.is_available() else "not available"
+
+
+def format_table(rows: list[Row], requirements: Path = REQUIREMENTS,
+                 machine: list[tuple[str, str]] | None = None) -> str:
+    """The versions table, after the machine's rows (system()) when given, and a blank line."""
     source = f"pins from {requirements}" if requirements.exists() else f"no pins: {requirements} not found"
     name_width = max(len(r.name) for r in rows)
     have_width = max(len(r.shown) for r in rows)
     pin_width = max(len("pinned"), *(len(r.pinned or "-") for r in rows))
-    lines = [f"Transformers from Scratch: versions ({source})",
-             f"  {'package':<{name_width}}  {'installed':<{have_width}}  {'pinned':<{pin_width}}  status"]
+    lines = [f"Transformers from Scratch: versions ({source})"]
+    if machine:
+        width = max(len(what) for what, _ in machine)
+        lines += [f"  {what:<{width}}  {value}" for what, value in machine] + [""]
+    lines += [f"  {'package':<{name_width}}  {'installed':<{have_width}}  {'pinned':<{pin_width}}  status"]
     for r in rows:
         note = f"  ({r.note})" if r.note else ""
         lines.append(f"  {r.name:<{name_width}}  {r.shown:<{have_width}}  "
@@ -144,6 +197,7 @@ def format_table(rows: list[Row], requirements: Path = REQUIREMENTS) -> str:
 
 
 def main(argv: list[str] | None = None, stdout: TextIO | None = None) -> int:
+    utf8_output()
     parser = argparse.ArgumentParser(prog="tfs-versions",
                                      description="Print the versions the course depends on, against requirements.txt.")
     parser.add_argument("--check", action="store_true", help="exit 1 when an installed version differs from its pin")
@@ -151,7 +205,7 @@ def main(argv: list[str] | None = None, stdout: TextIO | None = None) -> int:
                         help=f"the pins to compare with (default {REQUIREMENTS})")
     args = parser.parse_args(argv)
     rows = versions(args.requirements)
-    print(format_table(rows, args.requirements), file=stdout or sys.stdout)
+    print(format_table(rows, args.requirements, system()), file=stdout or sys.stdout)
     return 1 if args.check and any(r.mismatch for r in rows) else 0
 
 

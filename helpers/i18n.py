@@ -49,7 +49,7 @@ def catalog(language: str) -> dict[str, tuple[str, str]]:
         import polib
 
         path = EDITIONS_DIR / language / "po" / "messages.po"
-        entries = polib.pofile(str(path)) if path.exists() else []
+        entries = polib.pofile(str(path), encoding="utf-8") if path.exists() else []
         _catalogs[language] = {e.msgctxt: (e.msgid, e.msgstr) for e in entries
                                if e.msgctxt and e.msgstr and not e.obsolete and "fuzzy" not in e.flags}
     return _catalogs[language]

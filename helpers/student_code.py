@@ -9,6 +9,8 @@ reference while it is not, so that one unfinished exercise never blocks the rest
     notebook_parts(notebook)              the parts of a notebook's exercises: (check, reference), from the registry
     your_attention_and_encoding(folder)   the student's MultiHeadAttention (notebook 03) and create_position_matrix
                                           (notebook 01) where their checks pass: notebook 05 builds its model on them
+                                          (the saved notebooks are found by helpers.earlier_notebooks: in this
+                                          folder, or in Colab in the student's Google Drive)
     your_recipe(path, **own)              the training Recipe of notebook 06: every part of the model (positional
                                           encoding, attention, LayerNorm, feed-forward, layers, Transformer), the
                                           schedule, the loss and the training step, each the student's wherever its
@@ -42,6 +44,7 @@ from pathlib import Path
 from typing import Any, Callable
 
 from .checks import EXERCISES, Exercise, exercises_in
+from .earlier_notebooks import find_notebooks
 from .i18n import tr
 from .notebook_io import code_cells, python_lines, read_json_notebook
 
@@ -288,18 +291,17 @@ def yours_or_reference(obj: Any, defines: str | None = None) -> tuple[Any, str]:
     return exercise.reference_object(), tr("student_code:whose_reference", "the reference")
 
 
-def your_attention_and_encoding(folder: str | Path = ".") -> Choice:
+def your_attention_and_encoding(folder: str | Path = ".", paths: dict[str, Path] | None = None) -> Choice:
     """The student's create_position_matrix (notebook 01) and MultiHeadAttention (notebook 03), each read
-    from their saved notebook in folder and used when its check passes; the exercise's reference otherwise
-    (helpers.positional_encoding, helpers.MultiHeadAttention). Notebook 05 builds its layers and its
-    positional encoding on them, and notebook 06 trains them (your_recipe).
+    from their saved notebook in folder (in Colab, also their copy in Google Drive: find_notebooks) and used
+    when its check passes; the exercise's reference otherwise (helpers.positional_encoding,
+    helpers.MultiHeadAttention). Notebook 05 builds its layers and its positional encoding on them, and
+    notebook 06 trains them (your_recipe). paths: {notebook stem: path}, already found (your_recipe's).
     """
-    choices = []
-    for name in EARLIER_PARTS:
-        exercise = exercise_defining(name)
-        part = {name: (exercise.check, exercise.reference_object())}
-        choices.append(student_or_reference(Path(folder) / f"{exercise.notebook}.ipynb", part))
-    return Choice.joined(*choices)
+    exercises = [exercise_defining(name) for name in EARLIER_PARTS]
+    paths = paths or find_notebooks(folder, [exercise.notebook for exercise in exercises])
+    return Choice.joined(*(student_or_reference(paths[ex.notebook], {ex.defines: (ex.check, ex.reference_object())})
+                           for ex in exercises))
 
 
 def held_parts(recipe, parts: dict[str, Any]) -> set[str]:
@@ -321,7 +323,8 @@ def your_recipe(model_notebook: str | Path = "05_transformer.ipynb", **own: Any)
 
     model_notebook: the saved notebook 05, whose LayerNorm, PositionwiseFeedForward, EncoderLayer,
     DecoderLayer and Transformer are loaded (see student_or_reference); notebooks 01 and 03 are read
-    from the same folder (your_attention_and_encoding), and notebook 05's classes are loaded and
+    from the same folder (your_attention_and_encoding; in Colab, any of the three missing there is looked
+    for in the student's Google Drive: helpers.earlier_notebooks), and notebook 05's classes are loaded and
     checked with the student's create_position_matrix and MultiHeadAttention where those pass.
     own: this notebook's own parts by name, transformer_lr=..., LabelSmoothingLoss=... and
     train_step=..., each checked and used when it passes.
@@ -339,7 +342,10 @@ def your_recipe(model_notebook: str | Path = "05_transformer.ipynb", **own: Any)
     if unknown:
         raise ValueError(f"own parts must be transformer_lr=, LabelSmoothingLoss= and train_step=, got {unknown[0]}=")
     model_notebook = Path(model_notebook)
-    earlier = your_attention_and_encoding(model_notebook.parent)
+    stems = [exercise_defining(name).notebook for name in EARLIER_PARTS] + [model_notebook.stem]
+    paths = find_notebooks(model_notebook.parent, stems)
+    earlier = your_attention_and_encoding(paths=paths)
+    model_notebook = paths[model_notebook.stem] if model_notebook.suffix == ".ipynb" else model_notebook
     model = student_or_reference(model_notebook, notebook_parts("05_transformer"), given=earlier.objects)
     choice = Choice.joined(earlier, model)
     origin, reasons, sources = choice.origin, choice.reasons, choice.sources

@@ -32,6 +32,7 @@ cells keep finishing (notebook 06 loads the models that `make checkpoints` train
 
 from __future__ import annotations
 
+import csv
 import hashlib
 import json
 import os
@@ -409,10 +410,12 @@ def test_a_wait_follows_progress_not_a_fixed_budget(tmp_path, monkeypatch):
 
 
 def test_what_the_page_must_not_show_is_named():
-    """problems() on made-up pages of notebook 01 (its check cells are 20, 50 and 67)."""
+    """problems() on made-up pages of notebook 01, whose check cells its own indices locate."""
     notebook = ROOT / "notebooks" / f"{NB01}.ipynb"
     where = check_cells(nbformat.read(notebook, as_version=4))
     symbols = {name: "📝" for name in where}
+    first = where["create_position_matrix"][0]  # its check cell; the cell after it is no check cell
+    assert first + 1 not in {i for found in where.values() for i in found}
 
     def page(**changes):
         cells = [{"outputs": [], "mimes": [], "text": "", "images": []} for _ in range(70)]
@@ -424,11 +427,11 @@ def test_what_the_page_must_not_show_is_named():
         return cells
 
     assert problems(page(), notebook, symbols, 0) == []
-    twice = page(c20={"text": "📝 create_position_matrix: x\n📝 create_position_matrix: x"})
+    twice = page(**{f"c{first}": {"text": "📝 create_position_matrix: x\n📝 create_position_matrix: x"}})
     assert "check lines ['📝 create_position_matrix', '📝 create_position_matrix']" in " ".join(
         problems(twice, notebook, symbols, 0))
-    assert any("outside its check cell" in p for p in problems(page(c21={"text": "📝 apply_rope: x"}), notebook,
-                                                                symbols, 0))
+    assert any("outside its check cell" in p for p in problems(page(**{f"c{first + 1}": {"text": "📝 apply_rope: x"}}),
+                                                                notebook, symbols, 0))
     assert any("shows ✅ or ❌" in p for p in problems(page(c3={"text": "✅ done"}), notebook, symbols, 0))
     broken = page(c4={"outputs": [{"type": "display_data", "name": None, "png": True}],
                       "mimes": ["application/vnd.jupyter.stderr"], "images": []})
@@ -576,7 +579,9 @@ def graded(request, tmp_path_factory):
             _class_folder(folder / "submissions", source)
             runs[language] = (folder, subprocess.Popen(
                 [str(Path(sys.executable).parent / "tfs-grade"), str(folder / "submissions"), "--report",
-                 str(folder / "report.html"), "--feedback", str(folder / "feedback")], stdout=subprocess.DEVNULL,
+                 str(folder / "report.html"), "--feedback", str(folder / "feedback"), "--gradebook",
+                 str(folder / "gradebook.csv"), "--gradebook-layout", "canvas" if language == "en" else "moodle"],
+                stdout=subprocess.DEVNULL,
                 stderr=subprocess.PIPE, text=True, encoding="utf-8"))
     yield runs
     for _, run in runs.values():
@@ -610,6 +615,14 @@ def test_tfs_grade_writes_a_report_of_a_folder(browser, graded, language):
         assert len(facts["ungraded"]) == 1 and facts["ungraded"][0][0] == f"dario_{NB01}.ipynb"
         assert "cannot read" not in facts["ungraded"][0][1] and str(folder) not in facts["ungraded"][0][1]
         assert facts["skipped"] == ["notas.json"]
+        with open(folder / "gradebook.csv", encoding="utf-8-sig", newline="") as table:  # Canvas's, then Moodle's
+            book = {row[0]: row[1:] for row in csv.reader(table)}
+        earned = {"beto": 8, "carla": 6, "ana": 0}  # notebook 01: 2 + 3 + 3 points
+        if language == "en":
+            assert book["Points Possible"][4] == "8" and {s: int(book[s][4]) for s in earned} == earned
+        else:
+            assert list(book)[0] == "username" and {s: int(book[s][0]) for s in earned} == earned
+            assert book["dario"][0] == "-", "no grade, Moodle's way"
         # beto handed in the public solution: a sign of copying on each exercise long enough to compare; carla's
         # other two answers are the solution's too
         signs = {tuple(cells[-3:-1]) for cells in facts["signs"]}

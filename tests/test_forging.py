@@ -132,7 +132,7 @@ def graded(tmp_path_factory):
         small_notebook(folder, file_name, stem, answers, extra)
     for name, text in {"hello.ipynb": '{"hello": "world"}', "list.ipynb": "[1, 2, 3]",
                        "oops.ipynb": '{"cells": "oops"}'}.items():
-        (folder / name).write_text(text)
+        (folder / name).write_text(text, encoding="utf-8")
     right = solution_source("01_positional_encoding", "create_position_matrix")
     small_notebook(folder, "homework_week3.ipynb", "01_positional_encoding", {"create_position_matrix": right})
     status, out, err = run_grader(folder, "--json", "--jobs", "2", "--csv", folder / "grades.csv")
@@ -202,7 +202,7 @@ def test_files_that_are_not_notebooks_are_reported_and_the_others_still_graded(g
     for name in ("hello.ipynb", "list.ipynb", "oops.ipynb"):
         assert "not a Jupyter notebook" in reports[name]["error"] or "cannot read" in reports[name]["error"]
     assert len(reports) == len(FORGERIES) + 4, "a report for every file"
-    rows = (folder / "grades.csv").read_text().splitlines()
+    rows = (folder / "grades.csv").read_text(encoding="utf-8").splitlines()
     assert any(row.startswith(str(folder / "hello.ipynb")) and ",error," in row for row in rows)
 
 

@@ -23,7 +23,7 @@ import pytest
 
 from course_tools.results import CSV_COLUMNS, exit_status
 from course_tools.verdicts import compute
-from helpers.checks import EXERCISES, exercises_in
+from helpers.checks import exercises_in
 
 from conftest import ROOT, SOLUTIONS, SOLUTION_MARKER, run_grader, with_answer
 
@@ -46,8 +46,10 @@ def graded(tmp_path_factory):
         (folder / student).mkdir(parents=True)
         for stem in stems:
             shutil.copyfile(ROOT / source / f"{stem}.ipynb", folder / student / f"{stem}.ipynb")
+    (root / "points.toml").write_text("[points]\ntransformer = 10\n", encoding="utf-8")  # the full model weighs more
     status, out, err = run_grader(folder, "--json", "--jobs", "2", "--csv", root / "grades.csv",
-                                  "--gradebook", root / "gradebook.csv", "--feedback", root / "feedback")
+                                  "--gradebook", root / "gradebook.csv", "--feedback", root / "feedback",
+                                  "--points", root / "points.toml")
     reports = json.loads(out)
     assert isinstance(reports, list) and len(reports) == 5, "a folder gives a list, one report a notebook"
     by_student = {(r["student"], next(s for s in STEMS if s in r["notebook"])): r for r in reports}
@@ -86,9 +88,10 @@ def test_solution_notebook_grades_all_pass_with_every_point(graded, stem):
     assert [(e["status"], e["mistake"]) for e in report["exercises"]] == [("pass", None)] * len(exercise_names(stem)), \
         report
     assert report["passed"] == report["total"] == len(exercise_names(stem))
+    weights = {e.name: 10 if e.name == "transformer" else e.points for e in exercises_in(stem)}  # --points
     assert [(e["points"], e["max_points"]) for e in report["exercises"]] == [
-        (EXERCISES[name].points,) * 2 for name in exercise_names(stem)]
-    assert report["points"] == report["max_points"] == sum(e.points for e in exercises_in(stem))
+        (weights[name],) * 2 for name in exercise_names(stem)]
+    assert report["points"] == report["max_points"] == sum(weights.values())
 
 
 def test_the_csv_names_the_student_and_the_points(graded):
@@ -97,14 +100,22 @@ def test_the_csv_names_the_student_and_the_points(graded):
     assert len(rows) == sum(len(exercise_names(s)) for s in PRISTINE + SOLVED)
     assert {row["student"] for row in rows} == {"ana", "beto"}
     beto = [row for row in rows if row["student"] == "beto"]
-    assert sum(int(row["points"]) for row in beto) == sum(e.points for s in SOLVED for e in exercises_in(s))
+    weights = sum(10 if e.name == "transformer" else e.points for s in SOLVED for e in exercises_in(s))
+    assert sum(int(row["points"]) for row in beto) == weights
+
+
+def test_a_bad_points_file_is_refused_before_any_grading(tmp_path):
+    (tmp_path / "points.toml").write_text("[points]\nsoftmaks = 2\n", encoding="utf-8")
+    status, _, err = run_grader(tmp_path, "--points", tmp_path / "points.toml")
+    assert status == 2 and err.startswith("error: ") and "softmaks" in err and "softmax" in err, err
 
 
 def test_the_gradebook_and_the_feedback_pages_are_written(graded):
     root = graded["root"]
     with open(root / "gradebook.csv", encoding="utf-8-sig", newline="") as table:
-        text = table.read()
-    assert "ana" in text and "beto" in text
+        rows = list(csv.reader(table))
+    assert rows[0][:5] == ["Student", "ID", "SIS User ID", "SIS Login ID", "Section"]  # Canvas, the default
+    assert rows[1][0] == "Points Possible" and sorted(row[0] for row in rows[2:]) == ["ana", "beto"]
     pages = sorted(path.name for path in (root / "feedback").iterdir())
     assert pages == ["ana.html", "beto.html"], pages
     assert "wrote 2 feedback pages" in graded["err"]
@@ -157,9 +168,9 @@ def test_a_kernel_that_ignores_the_interrupt_is_restarted_and_the_rest_still_gra
 
 def test_unreadable_notebook_exits_2(tmp_path):
     broken = tmp_path / "broken.ipynb"
-    broken.write_text("{not json")
+    broken.write_text("{not json", encoding="utf-8")
     result = subprocess.run([sys.executable, "-m", "course_tools.grade", str(broken)], capture_output=True, text=True,
-                            timeout=300)
+                            encoding="utf-8", timeout=300)
     assert result.returncode == 2 and "cannot read" in result.stderr
     status, out, _ = run_grader(tmp_path / "nope.ipynb", "--json")
     assert status == 2 and "error" in json.loads(out)
@@ -175,7 +186,7 @@ def test_folders_are_searched_recursively_skipping_checkpoints(tmp_path):
     for name in ("b/bob_02_attention.ipynb", "a/alice_01_positional_encoding.ipynb", "a/.ipynb_checkpoints/x.ipynb",
                  "a/notes.txt", "top_04_masking.ipynb"):
         (tmp_path / name).parent.mkdir(parents=True, exist_ok=True)
-        (tmp_path / name).write_text("{}")
+        (tmp_path / name).write_text("{}", encoding="utf-8")
     found = find_notebooks([tmp_path])
     assert [p.relative_to(tmp_path).as_posix() for p, problem in found if problem is None] == [
         "a/alice_01_positional_encoding.ipynb", "b/bob_02_attention.ipynb", "top_04_masking.ipynb"]

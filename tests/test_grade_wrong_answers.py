@@ -154,10 +154,10 @@ def graded(tmp_path_factory):
     notebook.cells.append(nbformat.v4.new_code_cell(AFTER_THE_LAST_CHECK))
     nbformat.write(notebook, first)
     (folder / UNREADABLE).parent.mkdir()
-    (folder / UNREADABLE).write_text("{not json")
+    (folder / UNREADABLE).write_text("{not json", encoding="utf-8")
     checkpoints = folder / STUDENTS[STEMS[0]] / ".ipynb_checkpoints"  # Jupyter's autosave copies are not graded
     checkpoints.mkdir()
-    (checkpoints / f"{STEMS[0]}-checkpoint.ipynb").write_text("{not json")
+    (checkpoints / f"{STEMS[0]}-checkpoint.ipynb").write_text("{not json", encoding="utf-8")
     table = folder.parent / "grades.csv"
     status, out, err = run_grader(folder, "--csv", table, "--jobs", "2")
     assert "the kernel died" not in out, "the grader ran a cell after the last check cell"

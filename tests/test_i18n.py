@@ -261,7 +261,8 @@ def _outline_times(text: str, heading: str) -> dict[str, str]:
     return {row[1].strip(): row[-2].strip() for row in rows}
 
 
-# Each edition's README: its two-commands heading and its outline heading.
+# Each edition's README: its two-commands heading and its outline heading; the translators' commands: docs/.
+AUTHORS_PAGE = ROOT / "docs" / "course-authors.md"
 README_HEADINGS = {"es": ("## Dos comandos", "## Temario"), "pt": ("## Dois comandos", "## Programa"),
                    "vi": ("## Hai lệnh", "## Nội dung khóa học")}
 
@@ -270,16 +271,19 @@ README_HEADINGS = {"es": ("## Dos comandos", "## Temario"), "pt": ("## Dois coma
 def test_each_edition_has_a_readme_with_the_two_commands_the_outline_and_the_links(language):
     english = (ROOT / "README.md").read_text(encoding="utf-8")
     readme = (ROOT / f"README.{language}.md").read_text(encoding="utf-8")
-    assert f"(README.{language}.md)" in english.split("\n## ")[0] and f"make lab-{language}" in english
+    assert f"(README.{language}.md)" in english.split("\n## ")[0]
+    assert "`python course.py es` (`pt`, `vi`)" in english, "the English README names every edition's command"
     assert "(README.md)" in readme.split("\n## ")[0]
     commands_heading, outline_heading = README_HEADINGS[language]
     commands = readme[readme.index(commands_heading):readme.index(outline_heading)]
-    assert f"make lab-{language}" in commands and "make test" in commands
+    assert f"python course.py {language}" in commands and "python course.py test" in commands
+    assert (ROOT / "editions" / language / "EDITION").exists(), "python course.py <language> opens an EDITION"
     assert _outline_times(readme, outline_heading) == _outline_times(english, "## Course outline")
     makefile = (ROOT / "Makefile").read_text(encoding="utf-8")
+    authors = AUTHORS_PAGE.read_text(encoding="utf-8")
     for target in ("translations", "review-translations", "check-translations"):
-        assert f"\n{target}:" in makefile and f"make {target}" in readme
-    assert "\nlab-%:" in makefile and "\noutputs-%:" in makefile and f"make outputs-{language}" in readme
+        assert f"\n{target}:" in makefile and f"make {target}" in authors
+    assert "\nlab-%:" in makefile and "\noutputs-%:" in makefile and f"make outputs-{language}" in authors
     for stem in translate.edition(language):
         assert f"editions/{language}/notebooks/{stem}.ipynb" in readme
 

@@ -27,15 +27,15 @@ NBGRADER_SERVER = ["nbgrader.server_extensions.formgrader", "nbgrader.server_ext
 
 
 def test_the_students_settings_are_what_the_course_says():
-    assert json.loads((settings.HERE / "overrides.json").read_text()) == {
+    assert json.loads((settings.HERE / "overrides.json").read_text(encoding="utf-8")) == {
         "@jupyterlab/apputils-extension:notification": {"fetchNews": "false", "checkForUpdates": False}}
-    page = json.loads((settings.HERE / "labconfig" / "page_config.json").read_text())
+    page = json.loads((settings.HERE / "labconfig" / "page_config.json").read_text(encoding="utf-8"))
     assert page == {"disabledExtensions": {"@jupyter/nbgrader": True}}
-    server = json.loads((settings.HERE / "jupyter_server_config.json").read_text())
+    server = json.loads((settings.HERE / "jupyter_server_config.json").read_text(encoding="utf-8"))
     assert server == {"ServerApp": {"jpserver_extensions": {name: False for name in NBGRADER_SERVER}}}
-    instructor_page = json.loads((settings.INSTRUCTOR / "labconfig" / "page_config.json").read_text())
+    instructor_page = json.loads((settings.INSTRUCTOR / "labconfig" / "page_config.json").read_text(encoding="utf-8"))
     assert instructor_page == {"disabledExtensions": {"@jupyter/nbgrader": False}}
-    instructor = json.loads((settings.INSTRUCTOR / "jupyter_server_config.json").read_text())
+    instructor = json.loads((settings.INSTRUCTOR / "jupyter_server_config.json").read_text(encoding="utf-8"))
     assert instructor == {"ServerApp": {"jpserver_extensions": {name: True for name in NBGRADER_SERVER}}}
 
 
@@ -54,17 +54,20 @@ def test_the_install_command_merges_into_an_environment(tmp_path, capsys):
     etc = tmp_path / "etc" / "jupyter"
     (etc / "labconfig").mkdir(parents=True)
     (etc / "labconfig" / "page_config.json").write_text(json.dumps(
-        {"disabledExtensions": {"@jupyter/nbgrader": False, "other": True}, "lockedExtensions": {"x": True}}))
-    (etc / "jupyter_server_config.json").write_text(json.dumps({"ServerApp": {"root_dir": "/srv"}}))
+        {"disabledExtensions": {"@jupyter/nbgrader": False, "other": True}, "lockedExtensions": {"x": True}}),
+        encoding="utf-8")
+    (etc / "jupyter_server_config.json").write_text(json.dumps({"ServerApp": {"root_dir": "/srv"}}),
+                                                    encoding="utf-8")
     assert settings.main(["--prefix", str(tmp_path), "--check"]) == 1
     assert settings.main(["--prefix", str(tmp_path)]) == 0
     assert capsys.readouterr().out.count("installed the students' JupyterLab settings") == 3
-    page = json.loads((etc / "labconfig" / "page_config.json").read_text())
+    page = json.loads((etc / "labconfig" / "page_config.json").read_text(encoding="utf-8"))
     assert page == {"disabledExtensions": {"@jupyter/nbgrader": True, "other": True}, "lockedExtensions": {"x": True}}
-    server = json.loads((etc / "jupyter_server_config.json").read_text())["ServerApp"]
+    server = json.loads((etc / "jupyter_server_config.json").read_text(encoding="utf-8"))["ServerApp"]
     assert server["root_dir"] == "/srv" and server["jpserver_extensions"] == {n: False for n in NBGRADER_SERVER}
-    assert json.loads((tmp_path / "share/jupyter/lab/settings/overrides.json").read_text()) == json.loads(
-        (settings.HERE / "overrides.json").read_text())
+    installed = tmp_path / "share/jupyter/lab/settings/overrides.json"
+    assert json.loads(installed.read_text(encoding="utf-8")) == json.loads(
+        (settings.HERE / "overrides.json").read_text(encoding="utf-8"))
     assert settings.main(["--prefix", str(tmp_path)]) == 0 and capsys.readouterr().out == "", "nothing to write"
     assert settings.main(["--prefix", str(tmp_path), "--check"]) == 0
 
@@ -164,7 +167,8 @@ def test_make_lab_instructor_opens_the_course_with_nbgrader_on(tmp_path):
     formgrader on; the environment still holds the students' settings afterwards."""
     course = tmp_path / "my course"
     course.mkdir()
-    (course / "nbgrader_config.py").write_text('c = get_config()\nc.CourseDirectory.course_id = "tfs"\n')
+    (course / "nbgrader_config.py").write_text('c = get_config()\nc.CourseDirectory.course_id = "tfs"\n',
+                                               encoding="utf-8")
     port, token = _free_port(), "course-instructor-test"
     base = f"http://127.0.0.1:{port}"
     lab_args = f"--no-browser --ip=127.0.0.1 --port={port} --IdentityProvider.token={token} --ServerApp.port_retries=0"

@@ -84,7 +84,8 @@ def test_committed_student_notebooks_match_the_generator(tmp_path):
 def test_check_mode_fails_on_a_stale_notebook(tmp_path, capsys):
     generate(_copy_solutions(tmp_path), tmp_path / "notebooks")
     target = tmp_path / "notebooks" / SOLUTIONS[0].name
-    target.write_text(target.read_text(encoding="utf-8").replace("Your Code Here", "Your code here"))
+    target.write_text(target.read_text(encoding="utf-8").replace("Your Code Here", "Your code here"),
+                      encoding="utf-8")
     assert generate(tmp_path / "solutions", tmp_path / "notebooks", check=True) == 1
     assert f"{target} differs" in capsys.readouterr().err
 
@@ -234,7 +235,8 @@ def test_the_command_line_reports_a_non_json_notebook_in_one_line(tmp_path):
     (tmp_path / "solutions").mkdir()
     (tmp_path / "solutions" / "01_x.ipynb").write_text('{"cells": [', encoding="utf-8")
     run = subprocess.run([sys.executable, "-m", "course_tools.make_student", str(tmp_path / "solutions"),
-                          str(tmp_path / "notebooks")], capture_output=True, text=True, cwd=ROOT)
+                          str(tmp_path / "notebooks")], capture_output=True, text=True, encoding="utf-8",
+                          cwd=ROOT)
     assert run.returncode == 2 and "Traceback" not in run.stderr
     path = tmp_path / "solutions" / "01_x.ipynb"
     assert run.stderr.strip() == f"error: {path}:1: not JSON (Expecting value, column 12)"

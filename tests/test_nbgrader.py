@@ -1,7 +1,7 @@
-"""A real nbgrader course built from solutions/ by the README's own commands: the registry's metadata grades
+"""A real nbgrader course built from solutions/ by docs/instructors.md's own commands: the registry's metadata grades
 what it should.
 
-One module-scoped fixture runs the README's nbgrader commands exactly as written (only the line naming the
+One module-scoped fixture runs that page's nbgrader commands exactly as written (only the line naming the
 course's folder set to this checkout), in a new bash whose PATH holds no environment: its config file, the loop
 that makes each solution notebook an assignment and releases it, then its autograde line for each assignment and
 its export line. Before that, notebook 01 of every edition (editions/<language>/) is put into assignment
@@ -51,8 +51,8 @@ RELEASED = (NOTEBOOK_01, "05_transformer")  # the release notebooks submitted un
 
 def readme_blocks(language: str) -> list[str]:
     """The README's fenced blocks of a language ("bash", "python") in its nbgrader section."""
-    text = (ROOT / "README.md").read_text(encoding="utf-8")
-    section = text[text.index("**nbgrader on JupyterHub.**"):text.index("### Course authors")]
+    text = (ROOT / "docs" / "instructors.md").read_text(encoding="utf-8")
+    section = text[text.index("## nbgrader on JupyterHub"):]
     return re.findall(rf"```{language}\n(.*?)```", section, re.S)
 
 

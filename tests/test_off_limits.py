@@ -114,7 +114,7 @@ def test_right_answers_that_look_like_the_checking_code_pass(case, tmp_path):
     tree = ast.parse(source)
     assert all(machinery_used(node) is None for node in tree.body)
     path = tmp_path / f"answer_{case}.py"
-    path.write_text(textwrap.dedent(source))
+    path.write_text(textwrap.dedent(source), encoding="utf-8")
     spec = importlib.util.spec_from_file_location(path.stem, path)
     module = importlib.util.module_from_spec(spec)
     spec.loader.exec_module(module)

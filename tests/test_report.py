@@ -220,13 +220,13 @@ def test_the_new_words_go_through_the_catalog(tmp_path, monkeypatch):
 def test_the_files_not_graded_and_the_files_skipped(tmp_path):
     folder = tmp_path / "subs"
     (folder / "ana" / ".ipynb_checkpoints").mkdir(parents=True)
-    (folder / "ana" / ".ipynb_checkpoints" / "x-checkpoint.json").write_text("{}")
-    (folder / ".DS_Store").write_text("")
-    (folder / "ana" / "notes.txt").write_text("")
-    (folder / "stray.json").write_text("{}")
+    (folder / "ana" / ".ipynb_checkpoints" / "x-checkpoint.json").write_text("{}", encoding="utf-8")
+    (folder / ".DS_Store").write_text("", encoding="utf-8")
+    (folder / "ana" / "notes.txt").write_text("", encoding="utf-8")
+    (folder / "stray.json").write_text("{}", encoding="utf-8")
     assert [p.relative_to(folder).as_posix() for p in skipped_files([folder])] == ["ana/notes.txt", "stray.json"]
     broken = folder / "ana" / f"{NB01}.ipynb"
-    broken.write_text("[]")
+    broken.write_text("[]", encoding="utf-8")
     page = render([{"notebook": str(broken), "error": f"cannot read {broken}: it is JSON but not a Jupyter notebook "
                                                       "(no list of cells)"}], language="en", roots=[folder], now=WHEN)
     ungraded = section(page, "ungraded")
@@ -270,7 +270,7 @@ def _english_of(keys) -> dict[str, str]:
     """The English text of report:<key> tr() calls in course_tools/report.py (templates, as written)."""
     import ast
 
-    source = (Path(__file__).resolve().parent.parent / "course_tools" / "report.py").read_text()
+    source = (Path(__file__).resolve().parent.parent / "course_tools" / "report.py").read_text(encoding="utf-8")
     found = {}
     for node in ast.walk(ast.parse(source)):
         if (isinstance(node, ast.Call) and getattr(node.func, "id", None) == "tr" and len(node.args) >= 2
@@ -315,7 +315,7 @@ def test_the_page_speaks_the_language_of_the_edition():
 
 def test_written_whole_or_not_at_all(tmp_path, monkeypatch):
     target = tmp_path / "report.html"
-    target.write_text("the previous report")
+    target.write_text("the previous report", encoding="utf-8")
     import course_tools.report as report
 
     def broken(*args, **kwargs):
@@ -324,11 +324,11 @@ def test_written_whole_or_not_at_all(tmp_path, monkeypatch):
     monkeypatch.setattr(report.os, "replace", broken)
     with pytest.raises(RuntimeError):
         write_report(REPORTS, target)
-    assert target.read_text() == "the previous report"
+    assert target.read_text(encoding="utf-8") == "the previous report"
     assert list(tmp_path.iterdir()) == [target], "no temporary file left behind"
     monkeypatch.undo()
     write_report(REPORTS, target)
-    assert target.read_text().startswith("<!DOCTYPE html>")
+    assert target.read_text(encoding="utf-8").startswith("<!DOCTYPE html>")
     umask = os.umask(0o022)
     try:
         write_report(REPORTS, target)

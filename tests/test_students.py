@@ -50,9 +50,10 @@ def test_a_bad_pattern_is_refused_before_any_grading(tmp_path):
 
 
 def test_points_are_a_point_per_five_minutes_51_in_all():
-    """README.md, "Instructors": 51 points in all (each exercise's against its time: tests/test_notebooks.py)."""
+    """docs/instructors.md, "Grading with tfs-grade": 51 points in all (each exercise's against its time:
+    tests/test_notebooks.py)."""
     assert sum(e.points for e in EXERCISES.values()) == 51
-    assert "51 in all" in (ROOT / "README.md").read_text(encoding="utf-8")
+    assert "51 in all" in (ROOT / "docs" / "instructors.md").read_text(encoding="utf-8")
 
 
 def test_provenance_names_the_version_and_the_commit():

@@ -15,7 +15,6 @@ import json
 import sys
 from pathlib import Path
 
-from helpers.notebook_io import write_atomically
 
 HERE = Path(__file__).resolve().parent
 INSTRUCTOR = HERE / "instructor"
@@ -58,6 +57,8 @@ def install(prefix: Path) -> list[str]:
     written = []
     for path, current, wanted in _installed(prefix):
         if wanted != current or not path.exists():
+            from helpers.notebook_io import write_atomically  # only here: importing helpers imports torch (seconds)
+
             write_atomically(path, json.dumps(wanted, indent=2) + "\n")
             written.append(str(path))
     return written
