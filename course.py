@@ -202,18 +202,19 @@ def run_tests(env, use_make=True):
 
 
 def parse(argv=None):
-    """The command line: [lab | setup | test | LANGUAGE] [--edition LANGUAGE] [--without-make]."""
+    """The command line: [lab | setup | test | versions | LANGUAGE] [--edition LANGUAGE] [--without-make]."""
     parser = argparse.ArgumentParser(prog="python course.py", description=__doc__,
                                      formatter_class=argparse.RawDescriptionHelpFormatter)
-    parser.add_argument("command", nargs="?", default="lab", help="lab, setup, test, or an edition: "
+    parser.add_argument("command", nargs="?", default="lab", help="lab, setup, test, versions, or an edition: "
                         + ", ".join(editions()))
     parser.add_argument("--edition", help="open this edition's notebook 01 (one of: %s)" % ", ".join(editions()))
     parser.add_argument("--without-make", action="store_true", help="test: run the tests as on Windows, without make")
     args = parser.parse_args(argv)
     if args.command in editions() and args.edition is None:
         args.command, args.edition = "lab", args.command
-    if args.command not in ("lab", "setup", "test"):
-        parser.error(f"argument command: no command or edition '{args.command}': say lab, setup, test or one of "
+    if args.command not in ("lab", "setup", "test", "versions"):
+        parser.error(f"argument command: no command or edition '{args.command}': say lab, setup, test, versions or "
+                     "one of "
                      + ", ".join(editions()))
     if args.edition is not None and args.edition not in editions():
         parser.error(f"argument --edition: there is no edition '{args.edition}': one of " + ", ".join(editions()))
@@ -234,6 +235,8 @@ def main(argv=None):
     problem = setup(env)
     if problem or args.command == "setup":
         return problem or 0
+    if args.command == "versions":  # for a bug report: the environment's versions, the OS, CUDA and MPS
+        return subprocess.run([str(venv_python()), "-m", "course_tools.versions"], cwd=ROOT, env=env).returncode
     print("opening JupyterLab: stop it with Ctrl+C", flush=True)
     lab = subprocess.Popen(lab_command(args.edition), cwd=ROOT, env=env)
     while True:

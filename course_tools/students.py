@@ -6,8 +6,10 @@
 
 The default rule is nbgrader's layout (``submitted/<student>/...``): the first folder of the file's path under the
 graded folder; a file directly in the graded folder is its name without the course notebook's name
-(``bob_02_attention.ipynb`` is ``bob``). A pattern is a regular expression searched in that relative path
-(``/``-separated): its group ``student`` (or, without one, the whole match) names the student.
+(``bob_02_attention.ipynb`` is ``bob``), or, when that leaves nothing, the name of the nearest folder holding
+it that is not named after a course notebook (``tfs-grade submitted/alice/ submitted/bob/``, or nbgrader's
+``submitted/*/01_positional_encoding/``, name their students). A pattern is a regular expression searched in
+that relative path (``/``-separated): its group ``student`` (or, without one, the whole match) names the student.
 """
 
 from __future__ import annotations
@@ -58,7 +60,18 @@ def student_of(path: Path, roots: list[Path], pattern: str | re.Pattern | None =
         return folder
     name = relative.removesuffix(".ipynb")
     stem = course_notebook(Path(relative))
-    return (name.replace(stem, "", 1).strip("_- .") if stem else name) or name
+    named = name.replace(stem, "", 1).strip("_- .") if stem else name
+    return named or holding_folder(Path(path)) or name
+
+
+def holding_folder(path: Path) -> str | None:
+    """The name of the nearest folder holding path that is not named after a course notebook (an nbgrader
+    assignment folder): a file named only for its notebook, in a folder graded on its own (tfs-grade
+    submitted/alice/ submitted/bob/, or submitted/*/01_positional_encoding/), belongs to that folder's student."""
+    for folder in Path(path).resolve().parents:
+        if folder.name and course_notebook(Path(folder.name + ".ipynb")) is None:
+            return folder.name
+    return None
 
 
 def common_folder(paths: list[Path]) -> Path | None:

@@ -87,6 +87,7 @@ def test_an_empty_stamp_from_the_makefile_counts_while_newer_than_both_files(tmp
 
 @pytest.mark.parametrize("argv, command, edition", [
     ([], "lab", None), (["lab"], "lab", None), (["setup"], "setup", None), (["test"], "test", None),
+    (["versions"], "versions", None),
     (["es"], "lab", "es"), (["--edition", "vi"], "lab", "vi"), (["lab", "--edition", "pt"], "lab", "pt")])
 def test_the_command_line(argv, command, edition):
     args = course.parse(argv)
@@ -94,7 +95,8 @@ def test_the_command_line(argv, command, edition):
 
 
 @pytest.mark.parametrize("argv, message", [
-    (["install"], "argument command: no command or edition 'install': say lab, setup, test or one of es, pt, vi"),
+    (["install"],
+     "argument command: no command or edition 'install': say lab, setup, test, versions or one of es, pt, vi"),
     (["--edition", "fr"], "argument --edition: there is no edition 'fr': one of es, pt, vi"),
     (["setup", "--edition", "es"], "argument --edition: goes with opening the course, not with 'setup'")])
 def test_a_wrong_command_line_says_which_argument(argv, message, capsys):
@@ -263,3 +265,14 @@ def test_python_course_py_sets_up_a_fresh_copy_that_runs_notebook_01(tmp_path):
                           text=True, encoding="utf-8", timeout=300)
     assert done.returncode == 0 and done.stdout == "", done.stdout + done.stderr
     print(f"python course.py setup again, nothing changed: {time.monotonic() - start:.1f} s")
+
+
+def test_versions_runs_the_environment_s_check_after_setting_up(monkeypatch):
+    """README.md's bug-report line: `python course.py versions` prints what course_tools.versions shows, run by
+    .venv's Python (the system's would list its own packages)."""
+    ran = []
+    monkeypatch.setattr(course, "setup", lambda env: None)
+    monkeypatch.setattr(course.subprocess, "run",
+                        lambda cmd, **kw: ran.append(cmd) or subprocess.CompletedProcess(cmd, 0))
+    assert course.main(["versions"]) == 0
+    assert ran == [[str(course.venv_python()), "-m", "course_tools.versions"]]

@@ -50,14 +50,16 @@ RELEASED = (NOTEBOOK_01, "05_transformer")  # the release notebooks submitted un
 
 
 def readme_blocks(language: str) -> list[str]:
-    """The README's fenced blocks of a language ("bash", "python") in its nbgrader section."""
+    """The fenced blocks of a language ("bash", "python") in docs/instructors.md's nbgrader section (what this test
+    runs: edit them there and this test runs the edit)."""
     text = (ROOT / "docs" / "instructors.md").read_text(encoding="utf-8")
     section = text[text.index("## nbgrader on JupyterHub"):]
     return re.findall(rf"```{language}\n(.*?)```", section, re.S)
 
 
 def _bash(root: Path, script: str) -> subprocess.CompletedProcess:
-    """Run a README block in a new bash in the course root, as a new shell has it: no environment on PATH."""
+    """Run a block of docs/instructors.md in a new bash in the course root, as a new shell has it: no environment
+    on PATH."""
     venv_bin = str(Path(sys.executable).parent)
     path = os.pathsep.join(p for p in os.environ.get("PATH", "").split(os.pathsep) if p and p != venv_bin)
     env = {key: value for key, value in os.environ.items() if key not in {"VIRTUAL_ENV", "NBGRADER_EXECUTION"}}
@@ -67,8 +69,8 @@ def _bash(root: Path, script: str) -> subprocess.CompletedProcess:
     result = subprocess.run(["bash", "-e", "-c", script], cwd=root, env=env, capture_output=True, text=True,
                             timeout=1800)
     if result.returncode != 0:
-        pytest.fail(f"the README's commands exited {result.returncode}:\n{script}\n{result.stdout[-3000:]}\n"
-                    f"{result.stderr[-6000:]}")
+        pytest.fail(f"the instructors' guide's commands exited {result.returncode}:\n{script}\n"
+                    f"{result.stdout[-3000:]}\n{result.stderr[-6000:]}")
     return result
 
 
@@ -120,7 +122,7 @@ def course(tmp_path_factory):
         shutil.copy(ROOT / "editions" / language / "solutions" / f"{NOTEBOOK_01}.ipynb",
                     root / "source" / NOTEBOOK_01 / f"{_edition_01(language)}.ipynb")
     folder_line = "TFS=path/to/transformers-from-scratch"
-    assert release.count(folder_line) == 1, "the README's block names the course's folder on one line"
+    assert release.count(folder_line) == 1, "the guide's block names the course's folder on one line"
     _bash(root, release.replace(folder_line, f"TFS={shlex.quote(str(ROOT))}"))
 
     source = {path.stem: root / "source" / path.stem / path.name for path in SOLUTIONS}

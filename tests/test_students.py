@@ -17,12 +17,21 @@ from conftest import ROOT, run_grader
     ("alice/ps1/05_transformer.ipynb", "alice"),
     ("bob_02_attention.ipynb", "bob"),  # a file directly in the graded folder: its name without the notebook's
     ("02_attention-carla.ipynb", "carla"),
-    ("02_attention.ipynb", "02_attention"),  # nothing but the notebook's name: the name itself
+    ("02_attention.ipynb", "submitted"),  # nothing but the notebook's name: the folder holding it
     ("homework.ipynb", "homework"),
 ])
 def test_the_default_rule(tmp_path, relative, student):
     path = tmp_path / "submitted" / relative
     assert students.student_of(path, [tmp_path / "submitted"]) == student
+
+
+@pytest.mark.parametrize("roots", [["alice", "bob"], ["alice/01_positional_encoding", "bob/01_positional_encoding"]])
+def test_folders_graded_one_per_student_name_their_students(tmp_path, roots):
+    """tfs-grade submitted/alice/ submitted/bob/, or nbgrader's submitted/*/01_positional_encoding/: each file is
+    named only for its notebook, and its folder (an assignment folder skipped) names its student."""
+    root = tmp_path / "submitted"
+    paths = [root / folder / "01_positional_encoding.ipynb" for folder in roots]
+    assert [students.student_of(path, [root / r for r in roots]) for path in paths] == ["alice", "bob"]
 
 
 def test_a_file_given_alone_is_named_from_its_own_name(tmp_path):
@@ -32,7 +41,7 @@ def test_a_file_given_alone_is_named_from_its_own_name(tmp_path):
 def test_the_deepest_graded_folder_holding_a_file_counts(tmp_path):
     (tmp_path / "class" / "ana").mkdir(parents=True)
     path = tmp_path / "class" / "ana" / "01_positional_encoding.ipynb"
-    assert students.student_of(path, [tmp_path / "class", tmp_path / "class" / "ana"]) == "01_positional_encoding"
+    assert students.student_of(path, [tmp_path / "class", tmp_path / "class" / "ana"]) == "ana"  # its own folder
     assert students.student_of(path, [tmp_path / "class"]) == "ana"
 
 
