@@ -132,9 +132,9 @@ test-pythons: setup checkpoints
 	echo "make test-pythons: passed on: $${ran[*]:-none}; failed on: $${failed[*]:-none}"; \
 	[ $${#failed[@]} = 0 ]
 
-# make test-locale: the unit tests, then the grader's end-to-end tests, under a Latin-1 locale with Python's UTF-8
-# mode off and no PYTHONIOENCODING (as under a Windows code page): what the course prints and writes must still be
-# UTF-8. Skipped, with the reason, where the locale is not installed (Debian: apt-get install locales, then
+# make test-locale: the unit tests (but the Colab-style runs, which make test runs), then the grader's end-to-end
+# tests, under a Latin-1 locale with Python's UTF-8 mode off and no PYTHONIOENCODING (as under a Windows code
+# page): what the course prints and writes must still be UTF-8. Skipped, with the reason, where the locale is not installed (Debian: apt-get install locales, then
 # localedef -i en_US -f ISO-8859-1 en_US.ISO-8859-1; .ci/run does both). make test runs one grading under it
 # (tests/test_encodings.py); CI runs the whole of this.
 LATIN_1_LOCALE := en_US.ISO-8859-1
