@@ -5,6 +5,7 @@
 # Setting up and opening are course.py's (standard library only), which does the same without make, on Windows too:
 # python course.py (an edition: python course.py es), python course.py setup, python course.py test.
 #   make test-setup     course.py on a fresh copy of the repository, from nothing, then notebook 01 in its .venv
+#                       (one of make test's runs)
 #   make test-pythons   the unit tests and strict nbval of the solutions on every other Python from 3.11 up here
 
 PYTHON ?= python3
@@ -28,7 +29,7 @@ ROOT_FLAG := $(shell [ "$$(id -u)" = 0 ] && echo --allow-root)
 
 NBVAL := --nbval-current-env --nbval-sanitize-with tests/nbval_sanitize.cfg
 
-.PHONY: setup lab lab-instructor test test-pythons test-locale checkpoints lint unit unit-nbgrader unit-grader unit-others browser \
+.PHONY: setup lab lab-instructor test test-pythons checkpoints lint unit unit-nbgrader unit-grader unit-others unit-colab browser \
         nbval-solutions nbval-editions nbval-notebooks student-notebooks check-student-notebooks \
         outputs translations check-translations review-translations grade versions benchmark clean
 
@@ -42,12 +43,13 @@ setup:
 lab:
 	$(PYTHON) course.py lab
 
-# make test-setup: the README's one command from nothing, on a fresh copy of the repository's files (tracked, and
-# new ones not ignored): `python course.py setup` with the Python .venv was made from, then notebook 01 executed in
-# the .venv it made, and setup run again as a no-op (tests/test_course_script.py; pip's cache keeps it to minutes).
+# make test-setup (one of make test's runs): the README's one command from nothing, on a fresh copy of the
+# repository's files (tracked, and new ones not ignored): `python course.py setup` with the Python .venv was made
+# from, then notebook 01 executed in the .venv it made, and setup run again as a no-op (tests/test_course_script.py;
+# pip's cache keeps it to minutes).
 .PHONY: test-setup
 test-setup: setup
-	TFS_TEST_SETUP=1 $(PY) -m pytest tests/test_course_script.py -q -p no:cacheprovider -rs
+	TFS_TEST_SETUP=1 $(PY) -m pytest tests/test_course_script.py -q -p no:cacheprovider -rs -k fresh_copy
 
 # For instructors: JupyterLab in an nbgrader course folder (the one with nbgrader_config.py), with nbgrader's
 # menus, formgrader and server extensions on: course_tools/jupyter/instructor/ first on JUPYTER_CONFIG_PATH, for
@@ -68,19 +70,28 @@ lab-%:
 
 # make test: lint, then the tests as small independent runs, four at a time (make -j4), the longest first, so
 # that the two cores stay busy to the end: the browser test, the grader's end-to-end tests, the nbgrader course,
-# the other unit tests, strict nbval on the English solutions and on each edition's. The runs beyond two use the
-# time the others spend waiting (JupyterLab rendering, time-outs, process start-ups). docs/ci.md gives the
-# measured times.
+# the other unit tests, the Colab-style runs, the setup command from nothing (test-setup), strict nbval on the
+# English solutions and on each edition's. The runs beyond two use the time the others spend waiting (JupyterLab
+# rendering, pip, process start-ups). docs/ci.md gives the measured times.
+# The unit tests and the grader's end-to-end tests run under a Latin-1 locale with Python's UTF-8 mode off and no
+# PYTHONIOENCODING, as under a Windows code page (what the course prints and writes must still be UTF-8), where
+# that locale is installed (Debian: apt-get install locales; localedef -i en_US -f ISO-8859-1 en_US.ISO-8859-1;
+# .ci/run does both); elsewhere they run in this locale, and make test says so.
 # The student notebooks run where a student runs them: the English ones and notebook 01 of every edition in
 # JupyterLab (the browser test), or, where Chromium is missing, the English ones in lax nbval. The editions'
 # other student notebooks are not run again: they are generated from their solutions (the drift tests check
 # it), which strict nbval runs, and only their exercise cells differ (stubs, as in the English ones).
 BROWSER_HERE := $(and $(wildcard /usr/bin/chromium),$(wildcard /usr/bin/chromedriver))
 GRADER_TESTS := tests/test_grade.py tests/test_forging.py tests/test_grade_wrong_answers.py tests/test_isolation.py
-TEST_RUNS := browser unit-grader unit-nbgrader unit-others nbval-solutions $(EDITIONS:%=nbval-solutions-%) \
-             $(if $(BROWSER_HERE),,nbval-notebooks-en)
+TEST_RUNS := browser unit-grader unit-nbgrader unit-others test-setup unit-colab nbval-solutions \
+             $(EDITIONS:%=nbval-solutions-%) $(if $(BROWSER_HERE),,nbval-notebooks-en)
+LATIN_1_LOCALE := en_US.ISO-8859-1
+LATIN_1_HERE := $(filter ISO-8859-1,$(shell LC_ALL=$(LATIN_1_LOCALE) locale charmap 2>/dev/null))
+IN_LATIN_1 := $(if $(LATIN_1_HERE),env -u PYTHONIOENCODING LC_ALL=$(LATIN_1_LOCALE) PYTHONUTF8=0)
 test: setup
 	$(MAKE) --no-print-directory lint
+	@[ -n "$(LATIN_1_HERE)" ] || echo "make test: the unit tests run in this locale, not under Latin-1: $(LATIN_1_LOCALE)" \
+	  "is not installed (Debian: apt-get install locales; localedef -i en_US -f ISO-8859-1 $(LATIN_1_LOCALE))"
 	$(MAKE) --no-print-directory -j4 --output-sync=target $(TEST_RUNS)
 
 # make test-pythons: the unit tests (without the browser, the grader's end-to-end tests and the nbgrader course) and
@@ -94,7 +105,7 @@ test: setup
 #   make test-pythons PYTHONS_DIR=$HOME/.cache/tfs-pythons PYTHON_VERSIONS="3.12 3.13"
 PYTHON_VERSIONS ?= 3.11 3.12 3.13 3.14 3.15
 PYTHONS_DIR ?= $(CURDIR)/.cache/pythons
-# (tests/test_colab.py runs the notebooks as Colab does, in make test: CI's 90 minutes do not hold it three times.)
+# (tests/test_colab.py runs the notebooks as Colab does, in make test: CI's 90 minutes do not hold it twice.)
 OTHER_PYTHONS_TESTS := tests -p no:cacheprovider --ignore=tests/test_nbgrader.py --ignore=tests/test_browser.py \
                        --ignore=tests/test_colab.py $(GRADER_TESTS:%=--ignore=%)
 test-pythons: setup checkpoints
@@ -132,34 +143,16 @@ test-pythons: setup checkpoints
 	echo "make test-pythons: passed on: $${ran[*]:-none}; failed on: $${failed[*]:-none}"; \
 	[ $${#failed[@]} = 0 ]
 
-# make test-locale: the unit tests (but the Colab-style runs, which make test runs), then the grader's end-to-end
-# tests, under a Latin-1 locale with Python's UTF-8 mode off and no PYTHONIOENCODING (as under a Windows code
-# page): what the course prints and writes must still be UTF-8. Skipped, with the reason, where the locale is not installed (Debian: apt-get install locales, then
-# localedef -i en_US -f ISO-8859-1 en_US.ISO-8859-1; .ci/run does both). make test runs one grading under it
-# (tests/test_encodings.py); CI runs the whole of this.
-LATIN_1_LOCALE := en_US.ISO-8859-1
-IN_LATIN_1 := env -u PYTHONIOENCODING LC_ALL=$(LATIN_1_LOCALE) PYTHONUTF8=0 OMP_NUM_THREADS=1
-test-locale: setup checkpoints
-	@if ! $(IN_LATIN_1) $(PY) -c 'import locale, sys; sys.exit(locale.getpreferredencoding(False) != "ISO-8859-1")'; \
-	then echo "test-locale: skipped, the locale $(LATIN_1_LOCALE) is not installed (Debian: apt-get install locales;" \
-	          "localedef -i en_US -f ISO-8859-1 $(LATIN_1_LOCALE))"; \
-	else ok=1; \
-	  $(IN_LATIN_1) $(PY) -m pytest tests -q -p no:cacheprovider --ignore=tests/test_nbgrader.py \
-	    --ignore=tests/test_browser.py --ignore=tests/test_colab.py $(GRADER_TESTS:%=--ignore=%) || ok=0; \
-	  $(IN_LATIN_1) $(PY) -m pytest $(GRADER_TESTS) -q -p no:cacheprovider || ok=0; \
-	  [ $$ok = 1 ]; \
-	fi
-
 # One thread per process in every run but the strict run of the English solutions: four runs share two cores,
 # where a second thread per process only adds its overhead. The English solutions run at the machine's default
 # (2 threads on 2 cores), the editions' solutions, whose computations are the same, at 1: the stored outputs
 # hold at both.
-ONE_THREAD := unit unit-others unit-grader unit-nbgrader browser nbval-editions nbval-notebooks
+ONE_THREAD := unit unit-others unit-grader unit-nbgrader unit-colab test-setup browser nbval-editions nbval-notebooks
 $(ONE_THREAD) nbval-solutions-% nbval-notebooks-%: export OMP_NUM_THREADS := 1
 
 # Every model that a notebook 06 loads, trained once, alone, before the runs that execute notebooks 06 (several at
 # a time would each train it, on shared cores); a model already in .cache/checkpoints is loaded (seconds).
-NEEDS_CHECKPOINTS := unit unit-others unit-grader unit-nbgrader browser nbval-solutions nbval-editions nbval-notebooks \
+NEEDS_CHECKPOINTS := unit unit-others unit-grader unit-nbgrader unit-colab browser nbval-solutions nbval-editions nbval-notebooks \
                      nbval-notebooks-en
 checkpoints: setup
 	$(PY) -m course_tools.pretrain
@@ -174,13 +167,17 @@ unit: setup
 unit-nbgrader: setup
 	$(PY) -m pytest tests/test_nbgrader.py -q -p no:cacheprovider
 
-# The grader end to end (a kernel and a verdicts process for each notebook it grades).
+# The grader end to end (a kernel and a verdicts process for each notebook it grades), under Latin-1 where it is here.
 unit-grader: setup
-	$(PY) -m pytest $(GRADER_TESTS) -q -p no:cacheprovider
+	$(IN_LATIN_1) $(PY) -m pytest $(GRADER_TESTS) -q -p no:cacheprovider
 
 unit-others: setup
-	$(PY) -m pytest tests -q -p no:cacheprovider --ignore=tests/test_nbgrader.py --ignore=tests/test_browser.py \
-		$(GRADER_TESTS:%=--ignore=%) --durations=10
+	$(IN_LATIN_1) $(PY) -m pytest tests -q -p no:cacheprovider --ignore=tests/test_nbgrader.py \
+		--ignore=tests/test_browser.py --ignore=tests/test_colab.py $(GRADER_TESTS:%=--ignore=%) --durations=10
+
+# Every English student notebook run as Colab runs it (tests/test_colab.py).
+unit-colab: setup
+	$(PY) -m pytest tests/test_colab.py -q -p no:cacheprovider
 
 # The course in JupyterLab, in a real headless Chromium (skipped, with the reason, where Chromium is missing).
 browser: setup

@@ -88,8 +88,10 @@ def code_skeleton(source: str) -> list[str]:
             prefix = t.string[:t.string.index(t.string.lstrip("rbfuRBFU")[0])].lower()
             body = t.string[len(prefix):]
             other = "'" if body[0] == '"' else '"'
-            body = re.sub(f"{other}[^{other}]*{other}", "S", body)  # a label quoted inside {...} is text
-            fields = re.findall(r"\{([^{}:!]*)", body)
+            # each {field}'s expression, a label quoted inside it read as text (an apostrophe of the displayed
+            # text outside the braces pairs with nothing), its format spec and conversion left out
+            fields = [re.match(r"[^:!]*", re.sub(f"{other}[^{other}]*{other}", "S", field)).group(0)
+                      for field in re.findall(r"\{([^{}]*)\}", body)]
             out.append("F" + repr(sorted(fields)) if "f" in prefix else "S")
         else:
             out.append(t.string)

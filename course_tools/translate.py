@@ -194,8 +194,16 @@ def main(argv: list[str] | None = None) -> int:
                         help="one edition (default: every edition, one after the other)")
     args = parser.parse_args(argv)
     command = {"extract": extract, "build": build, "check": check_command, "review": review_command}[args.command]
+    languages = [args.language] if args.language else sorted(LANGUAGES)
+    if args.command in ("extract", "build"):  # every edition's .po files valid before any file is written
+        try:
+            for language in languages:
+                validate_po_files(language, syntax_only=args.command == "extract")
+        except ValueError as error:
+            print(f"error: {error}", file=sys.stderr)
+            return 2
     status = 0
-    for language in [args.language] if args.language else sorted(LANGUAGES):
+    for language in languages:
         try:
             status = max(status, command(language))
         except ValueError as error:

@@ -1,7 +1,7 @@
 """course.py, the one command that sets up and opens the course on Windows, macOS and Linux: its pieces in process
 (paths per system, the stamp, the command line, the errors, the test runs without make), cheap; and, for
-`make test-setup` only (TFS_TEST_SETUP=1), `python course.py setup` on a fresh copy of the repository, from nothing,
-then notebook 01 executed in the .venv it made."""
+`make test-setup` only (TFS_TEST_SETUP=1; one of make test's runs), `python course.py setup` on a fresh copy of the
+repository, from nothing, then notebook 01 executed in the .venv it made."""
 
 import importlib.util
 import json
@@ -141,7 +141,7 @@ def test_a_failed_installation_points_at_the_log_or_says_no_internet(tmp_path, m
 
 def test_a_step_shows_all_but_pips_noise_and_logs_everything_as_utf8(tmp_path, monkeypatch, capsys):
     monkeypatch.setattr(course, "LOG", tmp_path / "setup.log")
-    # written with escapes: a command line in a Latin-1 locale (make test-locale) cannot hold Vietnamese letters
+    # written with escapes: a command line in a Latin-1 locale (make test's) cannot hold Vietnamese letters
     script = "print('DEPRECATION: /opt/x is ignored'); print('Ti\\u1ebfng Vi\\u1ec7t \\u2713'); raise SystemExit(3)"
     assert course.logged([sys.executable, "-c", script], dict(os.environ, PYTHONUTF8="1")) == 3
     assert capsys.readouterr().out == "Tiếng Việt ✓\n"

@@ -316,3 +316,13 @@ def test_the_students_date_and_the_first_example_are_in_the_editions_language(la
     folder = ROOT / "solutions" if language == "en" else ROOT / "editions" / language / "solutions"
     mine, shown = _my_date_and_examples(folder / "06_training.ipynb")
     assert _date_language(mine) == language and _date_language(shown[0]) == language, (mine, shown[:3])
+
+
+def test_an_apostrophe_of_the_displayed_text_leaves_the_fields_whole():
+    """An apostrophe outside the braces ("RNN's") pairs with nothing: each {field} keeps its expression, and a
+    label quoted inside a field is text, as a translation may change it; the expressions themselves may not."""
+    english = '''print(f"the RNN's cost: {c['recurrent']:,}, the projections' {x:.2f} {y!r}")'''
+    spanish = '''print(f"el costo de la RNN: {c['recurrente']:,}, el de las proyecciones {x:.2f} {y!r}")'''
+    assert translate.code_skeleton(english) == translate.code_skeleton(spanish) == [
+        "print", "(", "F['c[S]', 'x', 'y']", ")", "\n", ""]
+    assert translate.code_skeleton(english) != translate.code_skeleton(spanish.replace("{x:.2f}", "{z:.2f}"))
