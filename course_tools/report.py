@@ -147,7 +147,7 @@ def words(language: str) -> dict[str, str]:
     return {
         "title": tr("report:title", "Grading report"),
         "written": tr("report:written", "Written"),
-        "folders": tr("report:folders", "Graded"),
+        "folders": tr("report:folders", "Folders and files graded"),
         "exercises": tr("report:exercises", "Exercises"),
         "exercise": tr("report:exercise", "exercise"),
         "pass": tr("report:pass", "passed"),
@@ -238,8 +238,8 @@ def _chart(ranked: list[tuple[str, str, int]], w: dict, language: str) -> dict:
     if len(ranked) > CHART_BARS:
         tr = functools.partial(i18n.tr, in_language=language)
         caption += " " + plural(len(ranked) - CHART_BARS, language,
-                                 tr("report:chart_more_one", "The {n} other mistake is in the table only."),
-                                 tr("report:chart_more_other", "The {n} others are in the table only."))
+                                 tr("report:chart_more_one", "{n} more mistake appears only in the table."),
+                                 tr("report:chart_more_other", "{n} more mistakes appear only in the table."))
         ranked = ranked[:CHART_BARS]
     bars = [(f"{i}. {exercise} · {code}", n) for i, (exercise, code, n) in enumerate(ranked, 1)]
     top = max(n for _, n in bars)

@@ -2,7 +2,8 @@
 
     layer_multiply_adds(n, d, kernel=3)   multiply-adds of one layer over n positions of width d:
                                           self-attention (its n^2 part and its projections),
-                                          a recurrent layer, a convolution of width ``kernel``
+                                          a recurrent layer (tanh), an LSTM, a convolution of width ``kernel``
+    lstm_crossover(d)                     the first n where a multi-head attention layer costs more than an LSTM
     saved_bytes(fn)                       bytes of the tensors autograd keeps for the backward pass during fn()
     measure_attention(lengths, ...)       time (forward + backward) and saved memory of one
                                           MultiHeadAttention layer with a causal mask, for each length
@@ -10,7 +11,9 @@
 Counting conventions (Vaswani et al. 2017, Table 1 and section 4): self-attention relates every pair of
 positions, QK^T and weights @ V, n^2 d multiply-adds each; its four projections (W^Q, W^K, W^V, W^O)
 add 4 n d^2, which Table 1 leaves out. A recurrent layer h_t = tanh(h_{t-1} W_h + x_t W_x) costs
-2 d^2 per position; a convolution of width k from d to d channels costs k d^2 per position.
+2 d^2 per position; an LSTM (four gates, each a d x d product of x_t and one of h_{t-1}, as in GNMT, the
+recurrent model the paper compares with) 8 d^2 per position; a convolution of width k from d to d channels costs
+k d^2 per position. The element-wise work (tanh, sigmoids, the softmax) is not counted.
 
 The measurements are those of ``benchmarks/bench_attention.py``, which imports ``saved_bytes`` from here.
 """
@@ -31,7 +34,7 @@ from .validation import positive_int
 def layer_multiply_adds(n: int, d: int, kernel: int = 3) -> dict[str, int]:
     """Multiply-adds of one layer over ``n`` positions of width ``d`` (the rows of the paper's Table 1).
 
-    Returns {"self-attention": 2 n^2 d, "projections": 4 n d^2, "recurrent": 2 n d^2,
+    Returns {"self-attention": 2 n^2 d, "projections": 4 n d^2, "recurrent": 2 n d^2, "lstm": 8 n d^2,
     "convolutional": kernel n d^2}. "self-attention" is the part Table 1 counts (every query against
     every key, then the weighted sum of the values); "projections" is what a multi-head attention layer
     adds to it.
@@ -41,8 +44,19 @@ def layer_multiply_adds(n: int, d: int, kernel: int = 3) -> dict[str, int]:
         "self-attention": 2 * n * n * d,
         "projections": 4 * n * d * d,
         "recurrent": 2 * n * d * d,
+        "lstm": 8 * n * d * d,
         "convolutional": kernel * n * d * d,
     }
+
+
+def lstm_crossover(d: int) -> int:
+    """The smallest n at which a multi-head attention layer (2 n^2 d + 4 n d^2) costs more multiply-adds than an
+    LSTM layer (8 n d^2): found by counting, n = 2d + 1."""
+    d = positive_int(d, "d")
+    n = 1
+    while (lambda c: c["self-attention"] + c["projections"] <= c["lstm"])(layer_multiply_adds(n, d)):
+        n += 1
+    return n
 
 
 def saved_bytes(fn: Callable[[], Any]) -> int:

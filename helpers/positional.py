@@ -116,7 +116,8 @@ class PositionalEncoding(nn.Module):
     """Adds the sinusoidal encoding to a batch of embeddings, then applies dropout.
 
     forward(x): x of shape (batch, L, d_model) with L <= max_len -> same shape.
-    The encoding is a buffer (saved with the model, moved by .to(device), never trained), computed once by
+    The encoding is a non-persistent buffer (``persistent=False``): moved by .to(device), never trained, and not
+    in the state_dict, so a saved model does not store it; building the module recomputes it, once, with
     ``encoding(max_len, d_model)``: positional_encoding, or the student's create_position_matrix of
     notebook 01 (notebook 05 passes it once its check passes); ``self.encoding`` keeps the function used.
     """

@@ -145,3 +145,18 @@ def test_plot_attention_cost_draws_measurements_and_a_quadratic_reference():
         plot_attention_cost([{"L": 128, "ms": 2.0}])
     with pytest.raises(ValueError, match="positive"):
         plot_attention_cost([{"L": 128, "ms": 0.0, "saved_MB": 1.0}])
+
+
+def test_plot_rnn_influence_draws_one_log_curve_per_scale():
+    from helpers.plots.attention import plot_rnn_influence
+
+    moves = np.array([[1e-6, 1e-3, 1.0], [0.5, 0.7, 1.0]])
+    ax = plot_rnn_influence([1, 2, 3], moves, [1.0, 3.0])
+    assert ax.get_yscale() == "log" and len(ax.lines) == 2
+    np.testing.assert_array_equal(ax.lines[0].get_ydata(), moves[0])
+    assert [t.get_text() for t in ax.get_legend().get_texts()] == ["g = 1.0", "g = 3.0"]
+    for bad in (moves[:1], np.zeros((2, 3)), np.full((2, 3), np.nan)):
+        with pytest.raises(ValueError, match="moves"):
+            plot_rnn_influence([1, 2, 3], bad, [1.0, 3.0])
+    with pytest.raises(ValueError, match="words"):
+        plot_rnn_influence("abc", moves, [1.0, 3.0])

@@ -11,6 +11,7 @@ import numpy as np
 import pytest
 import torch
 from conftest import define, solution_source
+from test_checks_softmax import NEW_ATTENTION_WRONG, NEW_SOFTMAX_WRONG
 
 import helpers
 from helpers.checks import (EXERCISES, check_causal_mask, check_combine_heads, check_masked_softmax,
@@ -124,7 +125,7 @@ def test_check_softmax_names_each_mistake(wrong, code, capsys):
 
 
 def test_softmax_wrong_answers_cover_every_code():
-    assert_every_code_triggered("softmax", SOFTMAX_WRONG)
+    assert_every_code_triggered("softmax", SOFTMAX_WRONG + NEW_SOFTMAX_WRONG)
 
 
 # ----------------------------------------------------------------------------- scaled_dot_product_attention
@@ -336,7 +337,7 @@ def test_check_attention_names_each_mistake(wrong, code, capsys):
 
 
 def test_attention_wrong_answers_cover_every_code():
-    assert_every_code_triggered("scaled_dot_product_attention", ATTENTION_WRONG)
+    assert_every_code_triggered("scaled_dot_product_attention", ATTENTION_WRONG + NEW_ATTENTION_WRONG)
 
 
 def test_the_first_attention_case_tells_the_scales_apart():
@@ -393,10 +394,28 @@ def split_forgot_swap(x, num_heads):
     return x.reshape(b, length, num_heads, d // num_heads)
 
 
+def split_each_head_transposed(x, num_heads):  # (batch, h, d_k, L)
+    b, length, d = x.shape
+    return x.reshape(b, length, num_heads, d // num_heads).transpose(0, 2, 3, 1)
+
+
+def split_heads_on_batch_axis(x, num_heads):  # (batch * h, L, d_k), as nn.MultiheadAttention keeps them inside
+    b, length, d = x.shape
+    return x.reshape(b, length, num_heads, d // num_heads).transpose(0, 2, 1, 3).reshape(b * num_heads, length, -1)
+
+
+def split_list_of_heads(x, num_heads):  # a list of (batch, L, d_k) slices: (h, batch, L, d_k) as an array
+    d_k = x.shape[-1] // num_heads
+    return [x[:, :, i * d_k:(i + 1) * d_k] for i in range(num_heads)]
+
+
 SPLIT_WRONG = [
     (split_no_transpose, "reshape_without_transpose"),
     (split_interleaved, "heads_interleaved"),
     (split_forgot_swap, "axes_not_swapped"),
+    (split_each_head_transposed, "head_transposed"),
+    (split_heads_on_batch_axis, "heads_on_batch_axis"),
+    (split_list_of_heads, "heads_before_batch"),
 ]
 
 
@@ -423,7 +442,17 @@ def combine_reversed(x):
     return np.concatenate([x[:, i] for i in reversed(range(x.shape[1]))], axis=-1)
 
 
+def combine_summed(x):
+    return x.sum(axis=1)
+
+
+def combine_averaged(x):
+    return x.mean(axis=1)
+
+
 COMBINE_WRONG = [
+    (combine_summed, "heads_reduced"),
+    (combine_averaged, "heads_reduced"),
     (combine_reversed, "heads_reversed"),
     (combine_no_transpose, "reshape_without_transpose"),
     (combine_interleaved, "heads_interleaved"),
@@ -533,7 +562,45 @@ def mha_mask_inverted(x_q, x_kv, w_q, w_k, w_v, w_o, num_heads, mask=None):
     return helpers.combine_heads(out) @ w_o, weights
 
 
+def mha_combined_without_transpose(x_q, x_kv, w_q, w_k, w_v, w_o, num_heads, mask=None):
+    q = helpers.split_heads(x_q @ w_q, num_heads)
+    k, v = helpers.split_heads(x_kv @ w_k, num_heads), helpers.split_heads(x_kv @ w_v, num_heads)
+    out, weights = helpers.scaled_dot_product_attention(q, k, v, mask)
+    return out.reshape(x_q.shape) @ w_o, weights
+
+
+def mha_q_from_x_kv(x_q, x_kv, w_q, w_k, w_v, w_o, num_heads, mask=None):
+    q = helpers.split_heads(x_kv @ w_q, num_heads)
+    k, v = helpers.split_heads(x_kv @ w_k, num_heads), helpers.split_heads(x_kv @ w_v, num_heads)
+    out, weights = helpers.scaled_dot_product_attention(q, k, v, mask)
+    return helpers.combine_heads(out) @ w_o, weights
+
+
+def mha_single_head(x_q, x_kv, w_q, w_k, w_v, w_o, num_heads, mask=None):
+    out, weights = helpers.scaled_dot_product_attention(x_q @ w_q, x_kv @ w_k, x_kv @ w_v, mask)
+    return out @ w_o, weights
+
+
+def mha_own_attention(fill):
+    def mha(x_q, x_kv, w_q, w_k, w_v, w_o, num_heads, mask=None):
+        q = helpers.split_heads(x_q @ w_q, num_heads)
+        k, v = helpers.split_heads(x_kv @ w_k, num_heads), helpers.split_heads(x_kv @ w_v, num_heads)
+        scores = q @ np.swapaxes(k, -1, -2) / np.sqrt(q.shape[-1])
+        if mask is not None and fill == "zero":
+            scores = np.where(mask, scores, 0.0)
+        weights = helpers.softmax(scores)
+        if mask is not None and fill == "after":
+            weights = weights * mask
+        return helpers.combine_heads(weights @ v) @ w_o, weights
+    return mha
+
+
 MHA_WRONG = [
+    (mha_combined_without_transpose, "combine_without_transpose"),
+    (mha_q_from_x_kv, "q_from_x_kv"),
+    (mha_single_head, "single_head"),
+    (mha_own_attention("zero"), "masked_with_zero"),
+    (mha_own_attention("after"), "mask_after_softmax"),
     (mha_mask_inverted, "mask_inverted"),
     (mha_not_scaled, "not_scaled"),
     (mha_softmax_over_queries, "softmax_wrong_axis"),
@@ -566,7 +633,19 @@ CAUSAL_WRONG = [
     (lambda size: np.ones((size, size), dtype=bool), "all_true"),
     (lambda size: np.tril(np.ones((size, size))), "not_boolean"),
     (lambda size: np.tril(np.ones((size, size), dtype=int)), "not_boolean"),
+    (lambda size: np.tril(np.ones((size, size), dtype=bool), k=1), "one_future_key"),
 ]
+
+
+@pytest.mark.parametrize("check, wrong", [
+    (check_causal_mask, lambda size: torch.tril(torch.ones(size, size, dtype=torch.bool))),
+    (check_causal_mask, lambda size: [[j <= i for j in range(size)] for i in range(size)]),
+    (check_padding_mask, lambda tokens, pad_id: torch.from_numpy(tokens != pad_id)[:, None, None, :]),
+], ids=["causal torch", "causal list", "padding torch"])
+def test_mask_checks_ask_for_a_numpy_array(check, wrong, capsys):
+    """The exercises ask for a boolean NumPy array: a torch tensor or a list is told so (issue 33)."""
+    verdict = run(check, wrong, capsys)
+    assert verdict.status == "fail" and verdict.mistake == "not_an_array" and "NumPy" in verdict.message, verdict
 
 PADDING_WRONG = [
     (lambda tokens, pad_id: (tokens == pad_id)[:, None, None, :], "inverted"),
@@ -652,7 +731,37 @@ def masked_unshifted(scores, mask):  # no maximum subtracted: right on small sco
     return np.divide(e, total, out=np.zeros_like(e), where=total > 0)
 
 
+def masked_nan_repaired(scores, mask):  # right values, but 0/0 computed on the empty rows, then repaired
+    with np.errstate(invalid="ignore"):
+        return np.nan_to_num(helpers.softmax(np.where(mask, scores, -np.inf)))
+
+
+def masked_nan_unsilenced(scores, mask):  # the same 0/0, NaN replaced without silencing numpy
+    weights = helpers.softmax(np.where(mask, scores, -np.inf))
+    return np.where(weights == weights, weights, 0.0)
+
+
+def masked_sum_over_queries(scores, mask):
+    filled = np.where(mask, scores, -np.inf)
+    row_max = filled.max(axis=-1, keepdims=True)
+    exps = np.exp(filled - np.where(np.isfinite(row_max), row_max, 0.0))
+    totals = exps.sum(axis=-2, keepdims=True)
+    return exps / np.where(totals > 0, totals, 1.0)
+
+
+def masked_max_without_keepdims(scores, mask):
+    filled = np.where(mask, scores, -np.inf)
+    row_max = filled.max(axis=-1)
+    exps = np.exp(filled - np.where(np.isfinite(row_max), row_max, 0.0))
+    totals = exps.sum(axis=-1, keepdims=True)
+    return exps / np.where(totals > 0, totals, 1.0)
+
+
 MASKED_SOFTMAX_WRONG = [
+    (masked_nan_repaired, "zero_over_zero"),
+    (masked_nan_unsilenced, "zero_over_zero"),
+    (masked_sum_over_queries, "sum_over_queries"),
+    (masked_max_without_keepdims, "max_without_keepdims"),
     (masked_unshifted, "overflows"),
     (masked_nan_rows, "nan_on_empty_rows"),
     (masked_uniform_rows, "uniform_on_empty_rows"),
@@ -733,9 +842,14 @@ def test_checks_survive_crashes_and_non_functions(check, reference, capsys):
     assert not verdict and verdict.mistake == "not_callable", verdict
 
 
-@pytest.mark.parametrize("check, reference", ALL, ids=IDS)
+NUMPY_ASKED = ("causal_mask", "padding_mask")  # their exercises ask for a boolean NumPy array (issue 33)
+
+
+@pytest.mark.parametrize("check, reference", [(c, r) for c, r in ALL if c.exercise.name not in NUMPY_ASKED],
+                         ids=[i for i in IDS if i not in NUMPY_ASKED])
 def test_checks_accept_torch_returning_implementations(check, reference, capsys):
-    """A student who answers with torch tensors (or tensors inside the pair) is not failed for it."""
+    """A student who answers with torch tensors (or tensors inside the pair) is not failed for it, unless the
+    exercise asks for a NumPy array (test_mask_checks_ask_for_a_numpy_array)."""
     def via_torch(*args, **kwargs):
         result = reference(*args, **kwargs)
         if isinstance(result, tuple):

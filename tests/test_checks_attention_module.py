@@ -72,6 +72,15 @@ EDITS = [
     ("changed_input", "scores = scores.masked_fill(~mask", "mask.logical_not_(); mask.logical_not_(); "
      "query.data.add_(0); mask[..., 0] = False; scores = scores.masked_fill(~mask"),
     ("gradient_blocked", "split(self.w_q(query))", "split(self.w_q(query.detach()))"),
+    ("scaled_by_d_k", "math.sqrt(self.d_k)", "self.d_k"),
+    ("mask_after_softmax", ("scores = scores.masked_fill(~mask, torch.finfo(scores.dtype).min)",
+                            "weights = weights.masked_fill(~mask, 0.0)"), ("pass", "weights = weights * mask")),
+    ("wrong_projection", "split(self.w_k(key))", "split(self.w_q(key))"),
+    ("w_o_weight_used", "return self.w_o(concat)", "return concat @ self.w_o.weight.T"),
+    ("heads_on_batch_axis", "self.attention_weights = weights.detach()",
+     "self.attention_weights = weights.detach().reshape(-1, *weights.shape[2:])"),
+    ("in_place_on_input", "batch, length_q, _ = query.shape", "batch, length_q, _ = query.shape\n        key *= 1.0"),
+    ("view_not_contiguous", "heads.transpose(1, 2).reshape(", "heads.transpose(1, 2).view("),
 ]
 
 

@@ -237,8 +237,30 @@ def rotation_i_for_2i(k, d_model):
     return R
 
 
+def rotation_from_blocks(k, d_model, block, base=10000):
+    """Block i (rows and columns 2i, 2i+1) is block(cos b, sin b) with b = k / base^(2i / d_model)."""
+    R = np.zeros((d_model, d_model))
+    for i in range(d_model // 2):
+        b = k / base ** (2 * i / d_model)
+        R[2 * i:2 * i + 2, 2 * i:2 * i + 2] = block(np.cos(b), np.sin(b))
+    return R
+
+
+def rotation_exponent_doubled(k, d_model):
+    R = np.zeros((d_model, d_model))
+    for i in range(0, d_model, 2):  # i already steps over the even rows
+        b = k / 10000 ** (2 * i / d_model)
+        R[i:i + 2, i:i + 2] = [[np.cos(b), -np.sin(b)], [np.sin(b), np.cos(b)]]
+    return R
+
+
 ROTATION_WRONG = [
     (lambda k, d: student_rotation(k, d).T, "blocks_transposed"),
+    (rotation_exponent_doubled, "exponent_doubled"),
+    (lambda k, d: rotation_from_blocks(k, d, lambda c, s: [[c, -s], [s, c]], base=1e-4), "multiplied"),
+    (lambda k, d: student_rotation(1, d), "k_ignored"),
+    (lambda k, d: rotation_from_blocks(k, d, lambda c, s: [[s, -c], [c, s]]), "sin_cos_swapped"),
+    (lambda k, d: rotation_from_blocks(k, d, lambda c, s: [[c, s], [s, c]]), "sign_missing"),
     (lambda k, d: student_rotation(-k, d), "blocks_transposed"),  # rotating by -k is the same matrix
     (same_angle_every_block, "same_angle_every_block"),
     (rotation_i_for_2i, "i_for_2i"),
@@ -365,6 +387,24 @@ def rope_overwrites_before_use(x, positions):
     return out
 
 
+def rope_sin_cos_exchanged(x, positions):
+    pos, two_i, x_even, x_odd = rope_parts(x, positions)
+    angles = pos / 10000 ** (two_i / x.shape[-1])
+    out = np.zeros(x.shape)
+    out[..., 0::2] = x_even * np.sin(angles) - x_odd * np.cos(angles)
+    out[..., 1::2] = x_even * np.cos(angles) + x_odd * np.sin(angles)
+    return out
+
+
+def rope_minus_forgotten(x, positions):
+    pos, two_i, x_even, x_odd = rope_parts(x, positions)
+    angles = pos / 10000 ** (two_i / x.shape[-1])
+    out = np.zeros(x.shape)
+    out[..., 0::2] = x_even * np.cos(angles) + x_odd * np.sin(angles)
+    out[..., 1::2] = x_even * np.sin(angles) + x_odd * np.cos(angles)
+    return out
+
+
 _TABLE = {}
 
 
@@ -408,6 +448,9 @@ ROPE_WRONG = [
     (rope_in_place, "changed_input"),
     (rope_right_but_in_place, "changed_input"),
     (rope_overwrites_before_use, "overwritten_before_use"),
+    (lambda x, p: student_rope(x, np.asarray(p) + 1), "positions_from_1"),
+    (rope_sin_cos_exchanged, "sin_cos_swapped"),
+    (rope_minus_forgotten, "sign_missing"),
     (lambda x, p: student_rope(x, p) + 1e-3, None),  # not a known mistake: the first difference is named
     (lambda x, p: student_rope(x, p)[..., :-2], "wrong_shape"),
     (lambda x, p: None, "returned_none"),

@@ -62,6 +62,47 @@ def with_gradient_clipping(model, src, tgt, optimizer, scheduler, loss_fn):
     return loss.item()
 
 
+def detached_logits(model, src, tgt, optimizer, scheduler, loss_fn):  # backward() raises
+    model.train()
+    optimizer.zero_grad()
+    loss = loss_fn(model(src, tgt[:, :-1]).detach(), tgt[:, 1:])
+    loss.backward()
+    optimizer.step()
+    scheduler.step()
+    return loss.item()
+
+
+def loss_rebuilt(model, src, tgt, optimizer, scheduler, loss_fn):  # "repaired" with a new leaf tensor
+    model.train()
+    optimizer.zero_grad()
+    loss = loss_fn(model(src, tgt[:, :-1]), tgt[:, 1:])
+    loss = torch.tensor(loss.item(), requires_grad=True)
+    loss.backward()
+    optimizer.step()
+    scheduler.step()
+    return loss.item()
+
+
+def per_sentence(model, src, tgt, optimizer, scheduler, loss_fn):
+    model.train()
+    optimizer.zero_grad()
+    logits = model(src, tgt[:, :-1])
+    loss = sum(loss_fn(logits[i].unsqueeze(0), tgt[i, 1:].unsqueeze(0)) for i in range(len(src))) / len(src)
+    loss.backward()
+    optimizer.step()
+    scheduler.step()
+    return loss.item()
+
+
+def no_optimizer_step(model, src, tgt, optimizer, scheduler, loss_fn):
+    model.train()
+    optimizer.zero_grad()
+    loss = loss_fn(model(src, tgt[:, :-1]), tgt[:, 1:])
+    loss.backward()
+    scheduler.step()
+    return loss.item()
+
+
 def stub(model, src, tgt, optimizer, scheduler, loss_fn):
     raise NotImplementedError()
 
@@ -79,7 +120,12 @@ def test_each_wrong_step_is_named(code):
 
 
 @pytest.mark.parametrize("wrong, code", [(shift_the_other_way, "shift_reversed"),
-                                         (with_gradient_clipping, "gradient_clipped")])
+                                         (with_gradient_clipping, "gradient_clipped"),
+                                         (detached_logits, "no_gradient"), (loss_rebuilt, "no_gradient"),
+                                         (module.wrong_no_gradient, "no_gradient"),
+                                         (no_optimizer_step, "no_optimizer_step"),
+                                         (module.wrong_no_optimizer_step, "no_optimizer_step"),
+                                         (per_sentence, "per_sentence_mean")])
 def test_student_style_steps_are_named(wrong, code):
     verdict = check_train_step(wrong)
     assert not verdict and verdict.mistake == code, str(verdict)
@@ -92,7 +138,8 @@ def test_loss_tensor_is_named():
 
 
 def test_every_declared_code_is_tested():
-    assert set(EXERCISES["train_step"].mistakes) == set(module.WRONG_STEPS) | {"loss_tensor"}
+    assert set(EXERCISES["train_step"].mistakes) == set(module.WRONG_STEPS) | {"loss_tensor", "no_gradient",
+                                                                                "no_optimizer_step"}
 
 
 def test_unrelated_wrong_answer_names_no_mistake():

@@ -7,7 +7,7 @@ from pathlib import Path
 import pytest
 import torch
 
-from helpers.cost import layer_multiply_adds, measure_attention, saved_bytes
+from helpers.cost import layer_multiply_adds, lstm_crossover, measure_attention, saved_bytes
 
 ROOT = Path(__file__).resolve().parent.parent
 
@@ -15,7 +15,15 @@ ROOT = Path(__file__).resolve().parent.parent
 def test_multiply_adds_match_the_formulas():
     counts = layer_multiply_adds(100, 64, kernel=5)
     assert counts == {"self-attention": 2 * 100**2 * 64, "projections": 4 * 100 * 64**2,
-                      "recurrent": 2 * 100 * 64**2, "convolutional": 5 * 100 * 64**2}
+                      "recurrent": 2 * 100 * 64**2, "lstm": 8 * 100 * 64**2, "convolutional": 5 * 100 * 64**2}
+
+
+def test_multi_head_attention_costs_less_than_an_lstm_below_n_equals_2d():
+    """Notebook 03: 2n^2 d + 4n d^2 < 8n d^2 exactly when n < 2d (equal at n = 2d)."""
+    for d in (8, 64, 512):
+        assert lstm_crossover(d) == 2 * d + 1
+        at = layer_multiply_adds(2 * d, d)
+        assert at["self-attention"] + at["projections"] == at["lstm"]
 
 
 def test_self_attention_equals_recurrent_exactly_at_n_equals_d():

@@ -142,8 +142,8 @@ def test_a_pass_with_an_extra_sentence_is_spanish_throughout():
                                        f"{spanish('transformer_lr:checked').format(n=30)}")
     set_language("en")
     assert check_transformer_lr(helpers.transformer_lr).message == (
-        "correct! A linear warm-up, then a 1/sqrt(step) decay. Checked on 30 (step, d_model, warmup) values, "
-        "before, at and after the warm-up.")
+        "correct! A linear warm-up, then a 1/sqrt(step) decay. Checked on 30 combinations of step, d_model and "
+        "warmup, with steps during the warm-up, at its end and after it.")
 
 
 def test_plots_and_the_training_summary_in_both_languages():

@@ -54,16 +54,17 @@ LR_WRONG = {
 
 @pytest.mark.parametrize("candidate", [lambda s, d, w: str(lr_right(s, d, w)), lambda s, d, w: lr_right(s, d, w) + 1j,
                                        lambda s, d, w: torch.tensor([lr_right(s, d, w)]),
-                                       lambda s, d, w: np.array(lr_right(s, d, w), dtype=object)],
-                         ids=["string", "complex", "tensor_of_one", "object_array"])
+                                       lambda s, d, w: np.array(lr_right(s, d, w), dtype=object),
+                                       lambda s, d, w: torch.tensor(lr_right(s, d, w))],
+                         ids=["string", "complex", "tensor_of_one", "object_array", "tensor"])
 def test_lr_odd_types_fail_clearly(candidate):
     v = verdict(check_transformer_lr, candidate)
     assert not v and v.mistake == "not_a_number" and "Python float" in v.message, v
 
 
 @pytest.mark.parametrize("candidate", [helpers.transformer_lr, lr_right, lr_math, lr_numpy,
-                                       lambda s, d, w: torch.tensor(lr_right(s, d, w))],
-                         ids=["reference", "powers", "sqrt", "numpy", "tensor"])
+                                       lambda s, d, w: np.float32(lr_right(s, d, w))],
+                         ids=["reference", "powers", "sqrt", "numpy", "numpy_float32"])
 def test_lr_right_answers_pass(candidate, capsys):
     v = verdict(check_transformer_lr, candidate, capsys)
     assert v and v.status == "pass", v
@@ -197,6 +198,12 @@ LOSS_WRONG = [
     ("wrong_gradients", lambda self, logits, target: masked_mean(self, per_position_detached(self, logits, target),
                                                                  target)),
     ("changed_input", shifted_in_place),
+    ("not_averaged_over_real_tokens", lambda self, logits, target: torch.stack([  # each sentence's mean, then theirs
+        per_position(self, logits, target)[i][target[i] != self.pad_id].mean() for i in range(len(target))]).mean()),
+    ("pad_id_hardcoded", lambda self, logits, target: per_position(self, logits, target)[target != 0].mean()),
+    ("softmax_wrong_axis", lambda self, logits, target: masked_mean(self, -(smoothed_target(self, logits, target)
+                                                                           * torch.log_softmax(logits, dim=1)).sum(-1),
+                                                                    target)),
     ("sign_flipped", lambda self, logits, target: masked_mean(self, (smoothed_target(self, logits, target)
                                                                      * torch.log_softmax(logits, -1)).sum(-1), target)),
 ]
@@ -234,7 +241,7 @@ def test_loss_wrong_values_all_differ_from_the_reference():
 def test_loss_unknown_mistake_names_the_values():
     v = verdict(check_label_smoothing_loss, loss_class(lambda self, logits, target: 2 * right_gather(
         self, logits, target)))
-    assert not v and v.mistake is None and "reference gives" in v.message, v
+    assert not v and v.mistake is None and "the reference returns" in v.message, v
 
 
 # ---------------------------------------------------------------------- robustness

@@ -115,6 +115,10 @@ LAYER_NORM_WRONG = [
                                    + s.bias)),
     ("wrong_gradients", layer_norm(numpy_round_trip)),
     ("changed_input", layer_norm(centred_in_place)),
+    ("not_centred", layer_norm(lambda s, x: s.weight * x / torch.sqrt(var(x) + s.eps) + s.bias)),
+    # without keepdim: crashes on (batch, L, d_model), runs (wrongly) on a square input
+    ("no_keepdim", layer_norm(lambda s, x: s.weight * (x - x.mean(-1)) / torch.sqrt(x.var(-1, correction=0) + s.eps)
+                              + s.bias)),
     ("dropout_in_eval_mode", layer_norm(lambda s, x: F.dropout(s.weight * (x - mean(x)) / torch.sqrt(var(x) + s.eps)
                                                                + s.bias, 0.1))),
     ("not_a_class", None),
@@ -178,6 +182,9 @@ FEED_FORWARD_WRONG = [
     ("dropout_twice", feed_forward(lambda s, x: s.linear2(s.dropout(torch.relu(s.dropout(s.linear1(x))))))),
     ("dropout_twice", feed_forward(lambda s, x: s.dropout(s.linear2(s.dropout(torch.relu(s.linear1(x))))))),
     ("wrong_activation", feed_forward(lambda s, x: s.linear2(s.dropout(F.leaky_relu(s.linear1(x)))))),
+    ("wrong_activation", feed_forward(lambda s, x: s.linear2(s.dropout(s.linear1(x).softmax(-1))))),
+    ("no_second_linear", feed_forward(lambda s, x: s.dropout(torch.relu(s.linear1(x))))),
+    ("linears_swapped", feed_forward(lambda s, x: s.linear1(s.dropout(torch.relu(s.linear2(x)))))),
     ("dropout_p_hardcoded", feed_forward(lambda s, x: s.linear2(F.dropout(torch.relu(s.linear1(x)), 0.1,
                                                                           s.training)))),
     ("dropout_in_eval_mode", feed_forward(lambda s, x: s.linear2(F.dropout(torch.relu(s.linear1(x)), s.dropout.p)))),
@@ -282,6 +289,21 @@ def feed_forward_first(s, x, m):
     return s.norm2(x + s.dropout2(s.self_attn(x, x, x, m)))
 
 
+def feed_forward_first_with_its_norm(s, x, m):  # the two sub-layers' lines exchanged
+    x = s.norm2(x + s.dropout2(s.ff(x)))
+    return s.norm1(x + s.dropout1(s.self_attn(x, x, x, m)))
+
+
+def feed_forward_reads_the_input(s, x, m):
+    h = s.norm1(x + s.dropout1(s.self_attn(x, x, x, m)))
+    return s.norm2(h + s.dropout2(s.ff(x)))
+
+
+def dropouts_after_the_norms(s, x, m):
+    x = s.dropout1(s.norm1(x + s.self_attn(x, x, x, m)))
+    return s.dropout2(s.norm2(x + s.ff(x)))
+
+
 def norm1_twice(s, x, m):
     x = s.norm1(x + s.dropout1(s.self_attn(x, x, x, m)))
     return s.norm1(x + s.dropout2(s.ff(x)))
@@ -320,6 +342,9 @@ ENCODER_WRONG = [
     ("norms_swapped_pre_norm", encoder(EncoderLayer.forward, lambda s, x, m: (lambda h: h + s.ff(s.norm1(h)))(
         x + attn(s, s.norm2(x), m)))),
     ("returns_input", encoder(lambda s, x, m: x)),
+    ("sublayers_out_of_order", encoder(feed_forward_first_with_its_norm)),
+    ("ff_reads_input", encoder(feed_forward_reads_the_input)),
+    ("dropout_after_norm", encoder(dropouts_after_the_norms)),
     # the mask reaches only half of the attention: no listed mistake, but padding leaks
     ("padding_leak", encoder(lambda s, x, m: (lambda h: s.norm2(h + s.ff(h)))(
         s.norm1(x + 0.5 * attn(s, x, None) + 0.5 * attn(s, x, m))))),
@@ -465,7 +490,31 @@ def feed_forward_before_cross_attention(s, x, memory, tgt_mask, mem_mask):
     return s.norm3(x + s.dropout3(s.cross_attn(x, memory, memory, mem_mask)))
 
 
+def cross_attention(keys="memory", values="memory", module="cross_attn", norms=("norm1", "norm2", "norm3")):
+    """A right post-norm forward whose cross-attention takes its keys and values from `memory` or from the decoder's
+    stream `x`, through `module`, with the given norms."""
+    def forward(s, x, memory, tgt_mask, mem_mask):
+        n1, n2, n3 = (getattr(s, n) for n in norms)
+        x = n1(x + s.dropout1(s.self_attn(x, x, x, tgt_mask)))
+        k, v = (memory if which == "memory" else x for which in (keys, values))
+        x = n2(x + s.dropout2(getattr(s, module)(x, k, v, mem_mask)))
+        return n3(x + s.dropout3(s.ff(x)))
+    return forward
+
+
+def decoder_dropouts_after_the_norms(s, x, memory, tgt_mask, mem_mask):
+    x = s.dropout1(s.norm1(x + s.self_attn(x, x, x, tgt_mask)))
+    x = s.dropout2(s.norm2(x + s.cross_attn(x, memory, memory, mem_mask)))
+    return s.dropout3(s.norm3(x + s.ff(x)))
+
+
 DECODER_WRONG = [
+    ("values_from_decoder", decoder(cross_attention(values="x"))),
+    ("keys_from_decoder", decoder(cross_attention(keys="x"))),
+    ("cross_attn_is_self_attn", decoder(cross_attention(module="self_attn"))),
+    ("same_norm_twice", decoder(cross_attention(norms=("norm1", "norm2", "norm2")))),
+    ("same_norm_twice", decoder(cross_attention(norms=("norm1", "norm1", "norm1")))),
+    ("dropout_after_norm", decoder(decoder_dropouts_after_the_norms)),
     ("sublayers_out_of_order", decoder(feed_forward_before_cross_attention)),
     ("missing_norm_pre_norm", decoder(DecoderLayer.forward, pre_norm_without_norm3)),
     ("mask_inverted", decoder(lambda s, x, mem, tm, mm: DecoderLayer.forward(s, x, mem, ~tm, mm))),
@@ -546,10 +595,13 @@ def default_tgt_mask(model, src, max_len, start_id, end_id):
     ys = torch.full((src.shape[0], 1), start_id, dtype=torch.long)
     for _ in range(max_len):
         ys = torch.cat([ys, model.decode(ys, memory, src_mask)[:, -1].argmax(-1, keepdim=True)], 1)
+        if (ys == end_id).any(dim=1).all():
+            break
     return ys[:, 1:]
 
 
 GREEDY_WRONG = [
+    ("no_early_stop", decode_with(stop=None)),
     ("keeps_start_token", decode_with(keep_start=True)),
     ("keeps_start_token", decode_with(keep_start=True, stop=None)),
     ("more_than_max_len", decode_with(steps=MAX_LEN + 2, stop=None)),
@@ -608,6 +660,11 @@ class StudentTransformer(nn.Module):
         padding = (tgt != self.pad_id)[:, None, None, :]
         if self.bugs.get("tgt_mask") == "triu":
             return padding & torch.triu(torch.ones(length, length, dtype=torch.bool, device=tgt.device))
+        if self.bugs.get("tgt_mask") in ("no_diagonal", "one_future"):
+            diagonal = -1 if self.bugs["tgt_mask"] == "no_diagonal" else 1
+            return padding & torch.tril(torch.ones(length, length, dtype=torch.bool, device=tgt.device), diagonal)
+        if self.bugs.get("tgt_mask") == "or":
+            return causal | padding
         if self.bugs.get("tgt_mask") == "padding_on_queries":
             return (tgt != self.pad_id)[:, None, :, None] & causal
         return {"causal": causal, "padding": padding}.get(self.bugs.get("tgt_mask"), causal & padding)
@@ -634,6 +691,7 @@ class StudentTransformer(nn.Module):
             x = F.dropout(x, 0.1)
         out = x
         for layer in self.encoder.layers:
+            layer = self.encoder.layers[0] if self.bugs.get("first_layer_only") else layer
             out = layer(x if self.bugs.get("not_chained") else out, None if self.bugs.get("no_enc_mask") else src_mask)
         return out if self.bugs.get("no_final_norm") else self.encoder.norm(out)
 
@@ -648,6 +706,9 @@ class StudentTransformer(nn.Module):
             y = self._embed(tgt, self.tgt_embed)
         for layer in self.decoder.layers:
             cross_mask = ~src_mask if self.bugs.get("inverted_cross_mask") else src_mask
+            if self.bugs.get("layer_masks_swapped"):
+                y = layer(y, memory, cross_mask, tgt_mask)
+                continue
             y = layer(y, y if self.bugs.get("memory_is_y") else memory,
                       None if self.bugs.get("no_dec_mask") else tgt_mask,
                       None if self.bugs.get("no_cross_mask") else cross_mask)
@@ -703,6 +764,11 @@ TRANSFORMER_WRONG = [
     ("wrong_embedding_scale", transformer(sqrt_vocab=True)),
     ("mask_inverted", transformer(inverted_cross_mask=True)),
     ("no_causal_mask", transformer(tgt_mask="padding")),
+    ("tgt_mask_diagonal_blocked", transformer(tgt_mask="no_diagonal")),
+    ("tgt_mask_one_future", transformer(tgt_mask="one_future")),
+    ("tgt_mask_or", transformer(tgt_mask="or")),
+    ("masks_swapped", transformer(layer_masks_swapped=True)),
+    ("same_layer_repeated", transformer(first_layer_only=True)),
     ("no_causal_mask", transformer(no_dec_mask=True)),
     ("no_sqrt_d_model", transformer(no_sqrt=True)),
     ("sqrt_after_positional", transformer(sqrt_after=True)),
@@ -776,8 +842,7 @@ def test_transformer_shape_mistakes_get_a_hint(candidate, capsys):
     assert not v and v.mistake == "wrong_shape" and "{" not in v.message, v
 
 
-@pytest.mark.parametrize("candidate", [greedy_decode, decode_with(stop=None), default_tgt_mask],
-                         ids=["reference", "never_stops_early", "decode_default_tgt_mask"])
+@pytest.mark.parametrize("candidate", [greedy_decode, default_tgt_mask], ids=["reference", "decode_default_tgt_mask"])
 def test_greedy_right_answers_pass(candidate, capsys):
     v = verdict(check_greedy_decode, candidate, capsys)
     assert v and v.status == "pass", v

@@ -45,6 +45,11 @@ SOFTMAX_MISTAKES = {
     "sum_without_keepdims": "the sum lost its axis: once the summed axis disappears, broadcasting pairs the sums "
                             "with the wrong entries (or fails). Keep the summed axis as an axis of size 1, for the "
                             "maximum and for the sum.",
+    "axes_differ": "you took the maximum along axis {max_axis} but the sum along axis {sum_axis}: both go along "
+                   "`axis` (here {axis}), the maximum so that its shift is the same for every entry of a slice and "
+                   "cancels in the ratio, the sum so that each slice sums to 1.",
+    "not_normalised": "your slices along `axis` do not sum to 1: after exponentiating, divide each slice by its "
+                      "own sum.",
 }
 
 
@@ -89,6 +94,12 @@ def wrong_softmaxes(x: np.ndarray, axis: int = -1) -> dict:
             "sum_without_keepdims": _no_keepdims(x, axis),
             # the maximum without keepdims, the sum with or without
             **{Known("max_without_keepdims"): _no_keepdims(x, axis, False, kept) for kept in (True, False)},
+            "not_normalised": rowwise,
+            **{Known("axes_differ", max_axis=other, sum_axis=axis % x.ndim, axis=axis):
+               normalised(np.exp(x - x.max(axis=other, keepdims=True))) for other in range(x.ndim)
+               if other != axis % x.ndim},
+            **{Known("axes_differ", max_axis=axis % x.ndim, sum_axis=other, axis=axis):
+               rowwise / rowwise.sum(axis=other, keepdims=True) for other in range(x.ndim) if other != axis % x.ndim},
         }
 
 
@@ -162,6 +173,15 @@ ATTENTION_MISTAKES = {
                               "Normalise each row: apply the softmax along the last axis.",
     "output_not_weights_at_v": "{what}: the weights are right but the output is not ({difference}). "
                                "Each output row is the weighted sum of the rows of V, with that row's weights.",
+    "renormalised_after_softmax": "you applied the mask after the softmax, then divided the weights by their new "
+                                  "row sums. That is right in exact arithmetic, but where a blocked key scores far "
+                                  "above the allowed ones (scores of about 2000 here), the softmax gives every "
+                                  "allowed key exactly 0 and the division is 0 / 0 = NaN: the NaN comes from that "
+                                  "division, not from an overflow. Set the blocked scores to -inf BEFORE the "
+                                  "softmax.",
+    "mask_added": "you added the boolean mask to the scores: True counts as 1 and False as 0, so blocked keys keep "
+                  "their weight. The mask selects: replace the blocked scores (where it is False) by -inf before "
+                  "the softmax.",
 }
 
 
@@ -219,7 +239,10 @@ def wrong_attentions(Q: np.ndarray, K: np.ndarray, V: np.ndarray, mask: Any) -> 
         if mask is not None:
             weights.update({"mask_after_softmax": softmax(scores) * mask, "mask_ignored": softmax(scores),
                             "mask_inverted": masked_softmax(scores, ~np.broadcast_to(mask, scores.shape)),
-                            "scores_multiplied_by_mask": softmax(scores * mask)})
+                            "scores_multiplied_by_mask": softmax(scores * mask),
+                            "mask_added": softmax(scores + mask)})
+            after = softmax(scores) * mask
+            weights["renormalised_after_softmax"] = after / after.sum(axis=-1, keepdims=True)
         return {code: (w @ V, w) for code, w in weights.items()}
 
 

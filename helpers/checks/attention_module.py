@@ -8,6 +8,7 @@ the reference (itself compared with nn.MultiheadAttention).
 from __future__ import annotations
 
 import math
+import traceback
 from typing import Any
 
 import numpy as np
@@ -18,7 +19,9 @@ from torch import nn
 from ..i18n import tr
 from ..multi_head import MultiHeadAttention as Reference
 from ..multi_head import to_nn_multihead_attention
-from .harness import Known, call, compare, exercise, expect_shape, generic, graded, match_known, same, to_array
+from .harness import (Known, Mistake, call, compare, exercise, expect_shape, generic, graded, match_known, same,
+                      to_array)
+from .source import answer_files
 
 MODULE_MISTAKES = {
     "not_a_class": "expected the class MultiHeadAttention itself, got {kind}. Pass the class, without ().",
@@ -27,6 +30,8 @@ MODULE_MISTAKES = {
     "returned_tuple": "forward returned a {kind}; it must return only the output (batch, L_q, d_model), as "
                       "helpers.MultiHeadAttention does, and keep the weights in self.attention_weights.",
     "no_scaling": "the scores are not scaled: divide them by sqrt(d_k) = {sqrt_d_k}, with d_k = d_model / h.",
+    "scaled_by_d_k": "you divided the scores by d_k = {d_k}: the scale is 1 / sqrt(d_k), so divide by "
+                     "sqrt(d_k) = {sqrt_d_k}.",
     "scaled_by_sqrt_d_model": "you scaled by sqrt(d_model) = {sqrt_d_model}: each head uses its own "
                               "d_k = d_model / h = {d_k}, so the scale is 1 / sqrt(d_k).",
     "mask_inverted": "the mask is inverted: in this course True = may attend, so the scores to fill are those "
@@ -44,8 +49,9 @@ MODULE_MISTAKES = {
     "no_output_projection": "you returned the concatenated heads without the output projection: pass them "
                             "through self.w_o.",
     "fully_masked_nan": "a query whose keys are all masked gives NaN: filling with -inf makes its softmax 0/0. "
-                        "Fill with a large finite negative number (the most negative float of the scores' dtype), "
-                        "then set the weights of the masked keys to zero.",
+                        "After the softmax, set the weights of the masked keys to exactly zero, which replaces that "
+                        "NaN; or fill with the most negative finite float of the scores' dtype, which avoids it "
+                        "(the zeros after the softmax are needed then too).",
     "fully_masked_uniform": "a query whose keys are all masked gets uniform weights (an average of every value) "
                             "instead of zeros: after the softmax, set the weights of the masked keys to zero.",
     "dropout_missing": "in training mode your output equals the output without dropout: apply self.dropout to the "
@@ -62,6 +68,21 @@ MODULE_MISTAKES = {
                         "numpy, or torch.no_grad()).",
     "changed_input": "forward changed its input `{name}` in place; use out-of-place operations "
                       "(masked_fill, not masked_fill_).",
+    "in_place_on_input": "forward changes one of its inputs in place{where}, which torch refuses for a tensor that "
+                         "requires gradients (the inputs of a layer in a model do). Use out-of-place operations: "
+                         "x = x * s, not x *= s or x.mul_(s).",
+    "view_not_contiguous": "forward calls .view on a tensor whose numbers are not in memory order{where}: after "
+                           "a transpose, view cannot regroup them. Use .reshape(...), or .contiguous().view(...).",
+    "mask_after_softmax": "you applied the mask after the softmax only: the weights of a query no longer sum to 1, "
+                          "since the blocked keys took their share first. Fill the blocked scores before the "
+                          "softmax, then set the weights of blocked keys to zero.",
+    "wrong_projection": "the queries, keys and values do not each go through their own projection: "
+                        "q = self.w_q(query), k = self.w_k(key), v = self.w_v(value).",
+    "w_o_weight_used": "you multiplied by self.w_o.weight instead of calling the layer: nn.Linear stores its weight "
+                       "as (out, in) and adds a bias. Call self.w_o(concat), which computes "
+                       "concat @ w_o.weight.T + w_o.bias.",
+    "heads_on_batch_axis": "{what} has shape {shape}, which is (batch * h, L_q, L_k): the heads are stacked on the "
+                           "batch axis. Store the weights as (batch, h, L_q, L_k) = {expected}.",
 }
 
 DROPOUT = 0.5
@@ -105,7 +126,8 @@ def _label(case: dict) -> str:
 def attend(m: nn.Module, query: torch.Tensor, key: torch.Tensor, value: torch.Tensor, mask: torch.Tensor | None, *,
            scale: str = "d_k", mask_inverted: bool = False, ignore_mask: bool = False, softmax_dim: int = -1,
            split_transposed: bool = True, combine_transposed: bool = True, fill: str = "finite_then_zero",
-           dropout: str = "weights", use_w_o: bool = True) -> tuple[torch.Tensor, torch.Tensor]:
+           dropout: str = "weights", use_w_o: bool = True, projections: tuple[str, str, str] = ("w_q", "w_k", "w_v"),
+           w_o: str = "layer") -> tuple[torch.Tensor, torch.Tensor]:
     """(output, weights before dropout) of m's forward: the reference's with the defaults, each option a mistake."""
     batch, l_q, d_model = query.shape
     h, d_k = m.num_heads, d_model // m.num_heads
@@ -115,21 +137,23 @@ def attend(m: nn.Module, query: torch.Tensor, key: torch.Tensor, value: torch.Te
             return x.reshape(batch, x.shape[1], h, d_k).transpose(1, 2)  # (batch, h, L, d_k)
         return x.reshape(batch, h, x.shape[1], d_k)
 
-    q, k, v = split(m.w_q(query)), split(m.w_k(key)), split(m.w_v(value))
-    divisor = {"d_k": math.sqrt(d_k), "d_model": math.sqrt(d_model), "none": 1.0}[scale]
+    q, k, v = (split(getattr(m, name)(x)) for name, x in zip(projections, (query, key, value)))
+    divisor = {"d_k": math.sqrt(d_k), "d_model": math.sqrt(d_model), "none": 1.0, "d_k_itself": d_k}[scale]
     scores = q @ k.transpose(-2, -1) / divisor  # (batch, h, L_q, L_k)
     weights = torch.softmax(scores, dim=softmax_dim)
     if mask is not None and not ignore_mask:
         blocked = mask if mask_inverted else ~mask
         filler = float("-inf") if fill == "neg_inf" else torch.finfo(scores.dtype).min
-        weights = torch.softmax(scores.masked_fill(blocked, filler), dim=softmax_dim)
-        if fill == "finite_then_zero":
+        if fill != "after_softmax":
+            weights = torch.softmax(scores.masked_fill(blocked, filler), dim=softmax_dim)
+        if fill in ("finite_then_zero", "after_softmax"):
             weights = weights.masked_fill(blocked, 0.0)
     p = m.dropout.p
     dropped = F.dropout(weights, p, m.training) if dropout == "weights" else weights
     heads = dropped @ v  # (batch, h, L_q, d_k)
     concat = (heads.transpose(1, 2) if combine_transposed else heads).reshape(batch, l_q, d_model)
-    out = m.w_o(concat) if use_w_o else concat
+    out = {"layer": m.w_o(concat), "weight": concat @ m.w_o.weight, "weight.T": concat @ m.w_o.weight.T,
+           "none": concat}["layer" if use_w_o and w_o == "layer" else w_o if use_w_o else "none"]
     if dropout == "output":
         out = F.dropout(out, p, m.training)
     return out, weights
@@ -142,14 +166,21 @@ def wrong_forwards(m: nn.Module, case: dict) -> dict[Any, dict]:
         Known("no_scaling", sqrt_d_k=f"{math.sqrt(d_model // h):.3g}"): dict(scale="none"),
         Known("scaled_by_sqrt_d_model", sqrt_d_model=f"{math.sqrt(d_model):.3g}", d_k=d_model // h):
             dict(scale="d_model"),
+        Known("scaled_by_d_k", d_k=d_model // h, sqrt_d_k=f"{math.sqrt(d_model // h):.3g}"): dict(scale="d_k_itself"),
         "softmax_wrong_axis": dict(softmax_dim=-2),
         "split_without_transpose": dict(split_transposed=False),
         "combine_without_transpose": dict(combine_transposed=False),
         "no_output_projection": dict(use_w_o=False),
+        "w_o_weight_used": dict(w_o="weight"),
+        Known("w_o_weight_used"): dict(w_o="weight.T"),
     }
+    for projections in (("w_q", "w_q", "w_v"), ("w_q", "w_k", "w_k"), ("w_q", "w_v", "w_k"), ("w_q", "w_q", "w_q"),
+                        ("w_q", "w_k", "w_q"), ("w_q", "w_q", "w_k")):
+        wrong[Known("wrong_projection")] = dict(projections=projections)
     if case["mask"] is not None:
         wrong.update({"mask_inverted": dict(mask_inverted=True), "mask_ignored": dict(ignore_mask=True),
-                      "fully_masked_nan": dict(fill="neg_inf"), "fully_masked_uniform": dict(fill="finite")})
+                      "fully_masked_nan": dict(fill="neg_inf"), "fully_masked_uniform": dict(fill="finite"),
+                      "mask_after_softmax": dict(fill="after_softmax")})
     if m.training:
         wrong.update({"dropout_missing": dict(dropout="none"), "dropout_on_output": dict(dropout="output")})
     return wrong
@@ -187,6 +218,38 @@ def _forward(module: nn.Module, case: dict, seed: int, student: bool) -> tuple[l
     return tensors, mask, call(module.forward, *args) if student else module(*args)  # forward: the message names it
 
 
+def _student_forward(student: nn.Module, case: dict, seed: int) -> tuple[list, torch.Tensor | None, Any]:
+    """_forward of the student's module; a crash that an in-place change of an input or a view of a tensor out of
+    memory order explains is named."""
+    tensors = [case[name].detach().clone().requires_grad_(True) for name in ("query", "key", "value")]
+    mask = None if case["mask"] is None else case["mask"].clone()
+    torch.manual_seed(seed)
+    try:
+        return tensors, mask, call(student.forward, *tensors, *([] if mask is None else [mask]))
+    except Mistake as mistake:
+        error = mistake.__context__
+        if mistake.code != "raised_error" or not isinstance(error, RuntimeError):
+            raise
+        for name, given in zip(("query", "key", "value", "mask"), [*tensors, mask]):
+            if given is not None and not torch.equal(given.detach(), case[name]):
+                raise Known("changed_input", name=name) from None
+        text, where = str(error), _where(error, student)
+        if "in-place operation" in text and "leaf Variable" in text:
+            raise Known("in_place_on_input", where=where) from None
+        if "view size is not compatible" in text:
+            raise Known("view_not_contiguous", where=where) from None
+        raise
+
+
+def _where(error: BaseException, answer: Any) -> str:
+    """" (at line N: `code`)" of the last traceback frame in the answer's own code, or ""."""
+    files = answer_files(type(answer))
+    frame = next((f for f in reversed(traceback.extract_tb(error.__traceback__)) if f.filename in files), None)
+    if frame is None or not (frame.line or "").strip():
+        return ""
+    return tr("harness:at_line_code", " (at line {line}: `{code}`)", line=frame.lineno, code=frame.line.strip())
+
+
 def _check_nn_multihead(reference: Reference, case: dict, expected: torch.Tensor) -> None:
     """The reference equals nn.MultiheadAttention (mask converted: True = blocked) on every row that is
     not fully masked; a disagreement is a bug of the course, reported as one."""
@@ -222,6 +285,9 @@ def _check_weights(student: nn.Module, reference: Reference, wrong_weights: dict
     actual = _np(stored)
     expected = _np(reference.attention_weights)
     where = tr("multi_head_attention_module:stored", "{what}: self.attention_weights", what=what)
+    batch, heads = expected.shape[:2]
+    if actual.shape == (batch * heads, *expected.shape[2:]) and same(actual, expected.reshape(actual.shape)):
+        raise Known("heads_on_batch_axis", what=where, shape=actual.shape, expected=expected.shape)
     expect_shape(actual, expected.shape, where, tr("multi_head_attention_module:weights_shape",
                                                    "The weights are (batch, h, L_q, L_k)."))
     compare(actual, expected, wrong_weights, where)
@@ -248,7 +314,7 @@ def _run_case(cls: type, case: dict, train: bool, seed: int) -> None:
     ref_tensors, ref_mask, expected = _forward(reference, case, seed, student=False)  # before the student's call
     if not train:
         _check_nn_multihead(reference, case, expected)
-    tensors, mask, result = _forward(student, case, seed, student=True)
+    tensors, mask, result = _student_forward(student, case, seed)
     for name, given in zip(("query", "key", "value", "mask"), [*tensors, mask]):
         if given is not None and not torch.equal(given.detach(), case[name]):
             raise Known("changed_input", name=name)

@@ -3,6 +3,7 @@ feed-forward and LayerNorm modules inside the student's layer (what it shares wi
 
 from __future__ import annotations
 
+import itertools
 from typing import Any, Callable
 
 import numpy as np
@@ -13,8 +14,8 @@ from ..i18n import tr
 from ..masking import decoder_mask, padding_mask
 from ..transformer import DecoderLayer
 from .harness import Known, exercise, graded
-from .layers import _DROPOUT_ON_SUM, _MASK_INVERTED, _MISSING_NORM, _NO_DROPOUT, _build_pair, _compare_layer, \
-    _layer_setup_mistakes, _stack
+from .layers import _DROPOUT_AFTER_NORM, _DROPOUT_ON_SUM, _MASK_INVERTED, _MISSING_NORM, _NO_DROPOUT, _build_pair, \
+    _compare_layer, _layer_setup_mistakes, _stack
 from .torch_compare import D_MODEL, _as_class, seeded_outputs
 
 DECODER_MISTAKES = {
@@ -23,6 +24,14 @@ DECODER_MISTAKES = {
                       "the tokens after it.",
     "kv_from_decoder": "in cross-attention K and V come from the decoder: the queries come from the decoder's stream, "
                        "the keys and values from the encoder output, memory.",
+    "values_from_decoder": "in cross-attention the values come from the decoder's stream: the keys AND the values "
+                           "are memory, the encoder's output; only the queries come from the decoder.",
+    "keys_from_decoder": "in cross-attention the keys come from the decoder's stream: the keys AND the values are "
+                         "memory, the encoder's output; only the queries come from the decoder.",
+    "cross_attn_is_self_attn": "the cross-attention sub-layer calls self.self_attn: it has its own module with its own "
+                               "weights, self.cross_attn.",
+    "same_norm_twice": "{norm} serves more than one sub-layer: each has its own LayerNorm, with its own gain and bias: "
+                       "norm1 for masked self-attention, norm2 for cross-attention, norm3 for the feed-forward.",
     "q_from_memory": "in cross-attention the queries come from memory: the decoder asks (the queries come from its "
                      "own stream) and the encoder output answers (the keys and values).",
     "no_memory_mask": "memory_mask is not passed to cross-attention, so the decoder attends to the source's padding.",
@@ -67,10 +76,11 @@ DECODER_MISTAKES = {
                          "went through the encoder's final LayerNorm: pass it as it is, as the keys and values.",
     # found by behaviour
     "future_leak": "{what}: changing the LAST target token changes the outputs of earlier positions, so the decoder "
-                   "can see the future: the masked self-attention needs tgt_mask, as it is given (True = may "
-                   "attend).",
+                   "can see the future. The masked self-attention must get tgt_mask, as it is given (True = may "
+                   "attend), and the cross-attention must take its keys and values from memory alone.",
     "no_dropout": _NO_DROPOUT,
     "dropout_on_residual_sum": _DROPOUT_ON_SUM,
+    "dropout_after_norm": _DROPOUT_AFTER_NORM,
     **_layer_setup_mistakes("DecoderLayer", "decoder_layer"),
 }
 
@@ -103,13 +113,28 @@ def wrong_decoder_outputs(layer: DecoderLayer, x: torch.Tensor, memory: torch.Te
         f"no_memory_mask{pre}": run(subs=(sa(), ca(m=None), ff)),
         f"no_residuals{pre}": run(residual=(False, False, False)),
         f"norms_mixed_up{pre}": run(norms=(n2, n3, n1)),
+        # K and V not both memory (they run when L_tgt == L_src): the decoder's stream is h, as the queries see it
+        "values_from_decoder": run(subs=(sa(), lambda h: layer.cross_attn(h, memory, h, memory_mask), ff)),
+        "keys_from_decoder": run(subs=(sa(), lambda h: layer.cross_attn(h, h, memory, memory_mask), ff)),
+        Known(f"kv_from_decoder{pre}"): run(subs=(sa(), ca(kv=lambda h: h, m=tgt_mask), ff)),
+        Known(f"kv_from_decoder{pre}"): run(subs=(sa(), ca(kv=lambda h: h, m=None), ff)),
+        "cross_attn_is_self_attn": run(subs=(sa(), lambda h: layer.self_attn(h, memory, memory, memory_mask), ff)),
+        # the sub-layers reordered, each with its own norm
+        "sublayers_out_of_order": run(subs=(ca(), sa(), ff), norms=(n2, n1, n3)),
+        Known("sublayers_out_of_order"): run(subs=(sa(), ff, ca()), norms=(n1, n3, n2)),
     }
+    names = {id(n1): "norm1", id(n2): "norm2", id(n3): "norm3"}
+    for norms in itertools.product((n1, n2, n3), repeat=3):  # one norm for two or three sub-layers
+        used = [names[id(n)] for n in norms]
+        twice = [name for name in dict.fromkeys(used) if used.count(name) > 1]
+        if twice:
+            make[Known("same_norm_twice", norm=twice[0])] = run(norms=norms)
     if not layer.norm_first:
         make.update({
             "q_from_memory": run(subs=(sa(), ca(q=lambda h: memory, kv=lambda h: h), ff)),
             "masks_swapped": run(subs=(sa(memory_mask), ca(m=tgt_mask), ff)),
             "cross_attn_reads_input": run(subs=(sa(), ca(q=lambda h: x), ff)),
-            "sublayers_out_of_order": run(subs=(ca(), sa(), ff)),
+            Known("sublayers_out_of_order"): run(subs=(ca(), sa(), ff)),
             Known("sublayers_out_of_order"): run(subs=(sa(), ff, ca())),
             "no_residual_self_attention": run(residual=(False, True, True)),
             "no_residual_cross_attention": run(residual=(True, False, True)),

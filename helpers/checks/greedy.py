@@ -37,22 +37,29 @@ GREEDY_MISTAKES = {
                           "rows are cut short: stop only once EVERY row contains end_id.",
     "stops_too_early": "{what} stops too early: keep generating until every row has produced end_id or max_len "
                        "tokens are generated.",
+    "no_early_stop": "{what} returns {n} tokens per row, although every row had produced end_id after {m}: stop the "
+                     "loop as soon as every row contains end_id (the steps after that are wasted work).",
 }
 
 
-def _decoding_model() -> Transformer:
+def _decoding_model(end_bias: float = 1.5) -> Transformer:
     with torch.random.fork_rng(devices=[]):
         torch.manual_seed(108)
         model = Transformer(12, 9, d_model=D_MODEL, num_heads=2, num_layers=2, d_ff=D_FF, dropout=0.1, max_len=32)
-    # Make </s> (id 2) likely enough that rows 0 and 3 end after 3 tokens, row 5 after 7, and the others never.
-    # Two layers, so that decoding without the causal mask changes the tokens.
+    # Make </s> (id 2) likely enough that, on _decoding_source(), rows 0 and 3 end after 3 tokens, row 5 after 7,
+    # and the others never; with end_bias=1.8 and _decoding_source(9), rows end after 1, 2, 3 and 5 tokens, and
+    # some write other tokens after their end (a loop that never stops early returns more). Two layers, so that
+    # decoding without the causal mask changes the tokens.
     with torch.no_grad():
-        model.generator.bias[END] += 1.5
+        model.generator.bias[END] += end_bias
     return model.eval()
 
 
-def _decoding_source() -> torch.Tensor:
-    gen = torch.Generator().manual_seed(4)
+CASES = ((1.5, 4), (1.8, 9))  # (end_bias, source seed)
+
+
+def _decoding_source(seed: int = 4) -> torch.Tensor:
+    gen = torch.Generator().manual_seed(seed)
     src = torch.randint(3, 12, (6, 7), generator=gen)
     src[1, -3:] = 0
     src[4, -1:] = 0
@@ -85,9 +92,15 @@ def _greedy_loop(model: Transformer, src: torch.Tensor, *, position: int = -1, w
                 "padding_only": padding_mask(ys, model.pad_id)}[tgt_mask]
         logits = model.decode(ys, memory, src_mask if with_src_mask else None, mask)
         ys = torch.cat([ys, logits[:, position].argmax(dim=-1, keepdim=True)], dim=1)
-        if (ys == END).any(dim=1).all() or (stop == "first_row" and ys[0, -1] == END):
+        if stop != "never" and ((ys == END).any(dim=1).all() or (stop == "first_row" and ys[0, -1] == END)):
             break
     return ys[:, 1:].numpy()
+
+
+def wrong_no_early_stop(model: Transformer, src: torch.Tensor) -> np.ndarray:
+    """The loop that always runs max_len steps (named no_early_stop when every row ends sooner)."""
+    with torch.no_grad():
+        return _greedy_loop(model, src, stop="never")
 
 
 def wrong_decodings(model: Transformer, src: torch.Tensor) -> dict[Any, np.ndarray]:
@@ -108,13 +121,16 @@ def wrong_decodings(model: Transformer, src: torch.Tensor) -> dict[Any, np.ndarr
           off_limits=("helpers.decoding.greedy_decode", "helpers.decoding.beam_search"))
 def check_greedy_decode(greedy_decode_fn: Any) -> str:
     """Check a student's greedy_decode(model, src, max_len, start_id, end_id) against the reference."""
-    model = _decoding_model()
-    for src in graded([_decoding_source()], _drawn_source):
-        batch = src.shape[0]
+    for end_bias, src in graded([(bias, _decoding_source(seed)) for bias, seed in CASES],
+                                lambda rng: (CASES[0][0], _drawn_source(rng))):
+        model, batch = _decoding_model(end_bias), src.shape[0]
         what = f"greedy_decode(model, src, max_len={MAX_LEN}, start_id={START}, end_id={END})"
         with torch.no_grad():
             expected = reference_greedy_decode(model, src, MAX_LEN, START, END).numpy()
             result = call(greedy_decode_fn, model, src.clone(), MAX_LEN, START, END)  # a copy: src stays as it is
+        if result is not None and not isinstance(result, torch.Tensor):
+            raise generic("not_an_array", what=what, kind=type(result).__name__,
+                          expected=tr("greedy_decode:a_tensor", "a tensor of token ids"))
         out = to_array(result, what)
         if out.ndim != 2 or out.shape[0] != batch:
             raise generic("wrong_shape", what=what, actual=out.shape,
@@ -132,6 +148,8 @@ def check_greedy_decode(greedy_decode_fn: Any) -> str:
             raise Known("more_than_max_len", what=what, n=out.shape[1], max_len=MAX_LEN)
         mine = _cuts(out)
         if mine == reference:
+            if out.shape[1] > expected.shape[1]:
+                raise Known("no_early_stop", what=what, n=out.shape[1], m=expected.shape[1])
             continue
         for key, wrong in wrong_decodings(model, src).items():
             if mine == _cuts(wrong):
@@ -142,5 +160,5 @@ def check_greedy_decode(greedy_decode_fn: Any) -> str:
         raise Mistake(tr("greedy_decode:row_differs", "{what}: row {row} is {mine}, the reference decodes "
                          "{reference}. At each step take the argmax of the last position's logits and append it to "
                          "the decoder input.", what=what, row=row, mine=mine[row], reference=reference[row]))
-    return tr("greedy_decode:checked", "Checked on {batch} sources, some ending early.",
-              batch=_decoding_source().shape[0])
+    return tr("greedy_decode:checked", "Checked on {n} batches of {batch} sources whose rows end after different "
+              "numbers of tokens.", n=len(CASES), batch=_decoding_source().shape[0])

@@ -22,7 +22,7 @@ LN_D = 8
 
 LAYER_NORM_MISTAKES = {
     "unbiased_variance": "you divide the sum of squared deviations by d_model - 1 (the unbiased variance, the default "
-                         "of Tensor.std and Tensor.var){also}. LayerNorm uses the biased variance, the MEAN of the "
+                         "of Tensor.std and Tensor.var). {also} LayerNorm uses the biased variance, the MEAN of the "
                          "squared deviations (divided by d_model), as nn.LayerNorm does. The Annotated Transformer "
                          "shipped this bug.",
     "eps_outside_sqrt": "{added} is added to the standard deviation; eps belongs inside the square root, added to "
@@ -33,8 +33,13 @@ LAYER_NORM_MISTAKES = {
                            "(variance + eps).",
     "wrong_axis": "you normalised over {over}; LayerNorm normalises each position on its own, over its d_model "
                   "features: the LAST axis, keeping it for broadcasting.",
-    "no_gain_bias": "{which} missing from the output: after normalising, multiply by the learned gain self.weight and "
-                    "add the learned bias self.bias (one of each per feature).",
+    "no_gain_bias": "{missing} After normalising, multiply by the learned gain self.weight and add the learned bias "
+                    "self.bias (one of each per feature).",
+    "not_centred": "the numerator is x itself: LayerNorm subtracts the mean before dividing, (x - mean) / "
+                   "sqrt(variance + eps).",
+    "no_keepdim": "the mean and the variance lose their axis (no keepdim=True), so they do not broadcast against x "
+                  "as one number per position: reduce the last axis with keepdim=True, which gives them the shape "
+                  "(..., 1).",
     "eps_hardcoded": "LayerNorm(d_model, eps=0.01) gives the output of eps=1e-5: use the eps stored in __init__, "
                      "self.eps.",
     "gain_bias_swapped": "the gain and the bias are exchanged: multiply the normalised vector by the gain "
@@ -123,18 +128,21 @@ def wrong_layer_norms(norm: LayerNorm, x: torch.Tensor) -> dict[Any, np.ndarray]
         wrong: dict[Any, np.ndarray] = {} if eps == 1e-5 else {"eps_hardcoded": affine(_normalise(x, last, 1e-5))}
         wrong.update({
             Known("unbiased_variance", also=""): affine(_normalise(x, last, eps, unbiased=True)),
-            Known("unbiased_variance", also=tr("layer_norm:at_formula", ", and you add eps to that standard "
-                                               "deviation instead of to the variance under the square root (the "
-                                               "Annotated Transformer's exact formula)")):
+            Known("unbiased_variance", also=tr("layer_norm:at_formula", "You also add eps to that "
+                                               "standard deviation instead of to the variance under the square "
+                                               "root (the Annotated Transformer's exact formula).")):
                 affine(_normalise(x, last, eps, unbiased=True, eps_inside=False)),
             Known("eps_outside_sqrt", added="eps"): affine(_normalise(x, last, eps, eps_inside=False)),
             Known("eps_outside_sqrt", added="sqrt(eps)"): affine(_normalise(x, last, eps ** 0.5, eps_inside=False)),
             "no_eps": affine(_normalise(x, last, 0.0)),
             "divides_by_variance": affine(_normalise(x, last, eps, by_variance=True)),
-            Known("no_gain_bias", which=tr("layer_norm:no_gain_no_bias",
-                                           "the gain (self.weight) and the bias (self.bias) are")): _np(hat),
-            Known("no_gain_bias", which=tr("layer_norm:no_bias", "the bias (self.bias) is")): _np(w * hat),
-            Known("no_gain_bias", which=tr("layer_norm:no_gain", "the gain (self.weight) is")): _np(hat + b),
+            Known("no_gain_bias", missing=tr("layer_norm:no_gain_no_bias", "The gain (self.weight) and the bias "
+                                             "(self.bias) are missing from the output.")): _np(hat),
+            Known("no_gain_bias", missing=tr("layer_norm:no_bias", "The bias (self.bias) is missing from the "
+                                             "output.")): _np(w * hat),
+            Known("no_gain_bias", missing=tr("layer_norm:no_gain", "The gain (self.weight) is missing from the "
+                                             "output.")): _np(hat + b),
+            "not_centred": affine(x / torch.sqrt(x.var(dim=last, correction=0, keepdim=True) + eps)),
             "gain_bias_swapped": _np(b * hat + w),
         })
         rms = x / torch.sqrt((x ** 2).mean(dim=-1, keepdim=True) + eps)
@@ -146,6 +154,33 @@ def wrong_layer_norms(norm: LayerNorm, x: torch.Tensor) -> dict[Any, np.ndarray]
                            (tuple(range(x.dim())), tr("layer_norm:over_whole", "the whole tensor"))):
             wrong[Known("wrong_axis", over=over)] = affine(_normalise(x, dims, eps))
     return wrong
+
+
+def wrong_without_keepdim(norm: LayerNorm, x: torch.Tensor) -> dict[Any, np.ndarray]:
+    """For a square x (d_model, d_model), where a mean and a variance of shape (d_model,) still broadcast (along the
+    wrong axis): what a LayerNorm without keepdim=True gives, its variance from the broadcast deviations or not."""
+    w, b, eps = norm.weight, norm.bias, norm.eps
+    with torch.no_grad():
+        mean = x.mean(dim=-1)
+        variants = (((x - mean) ** 2).mean(dim=-1), x.var(dim=-1, correction=0))
+        return {Known("no_keepdim"): _np(w * (x - mean) / torch.sqrt(var + eps) + b) for var in variants}
+
+
+def _check_keepdim(student: nn.Module, reference: LayerNorm, error: Mistake) -> None:
+    """After a crash on (batch, L, d_model): a student whose statistics lost their axis runs on a square input; name
+    the mistake when the output is what that gives, else report the crash itself."""
+    if error.code != "raised_error" or reference.weight.shape[0] < 2:
+        raise error
+    d_model = reference.weight.shape[0]
+    square = 2.0 * torch.randn(d_model, d_model, generator=torch.Generator().manual_seed(4), dtype=torch.float64) + 0.5
+    try:
+        out = student_output(student, (square,), ("x",), "LayerNorm")
+    except Mistake:
+        raise error from None
+    for key, wrong in wrong_without_keepdim(reference, square).items():
+        if out.shape == wrong.shape and same(out, wrong):
+            raise key from None
+    raise error
 
 
 def _drawn_case(rng: np.random.Generator) -> tuple[int, torch.Tensor, float, int]:
@@ -173,10 +208,13 @@ def check_layer_norm(LayerNormClass: Any) -> str:
         student, reference = built_pair(cls, LayerNorm, seed, d_model, **({} if eps == 1e-5 else {"eps": eps}))
         what = tr("layer_norm:what", "{call}(x) with x of shape {shape}",
                   call=f"LayerNorm({d_model}{'' if eps == 1e-5 else f', eps={eps}'})", shape=tuple(x.shape))
-        compare_output(student, reference, (x,), ("x",), what, tuple(x.shape),
-                       tr("layer_norm:shape_hint", "LayerNorm keeps the shape of its input."),
-                       lambda out: match_known(out, wrong_layer_norms(reference, x)), grads={0: "x"},
-                       finite_first=False, differs=lambda difference: tr(
-                           "layer_norm:differs", "{what} differs from nn.LayerNorm: {difference}.", what=what,
-                           difference=difference))
+        try:
+            compare_output(student, reference, (x,), ("x",), what, tuple(x.shape),
+                           tr("layer_norm:shape_hint", "LayerNorm keeps the shape of its input."),
+                           lambda out: match_known(out, wrong_layer_norms(reference, x)), grads={0: "x"},
+                           finite_first=False, differs=lambda difference: tr(
+                               "layer_norm:differs", "{what} differs from nn.LayerNorm: {difference}.", what=what,
+                               difference=difference))
+        except Mistake as error:
+            _check_keepdim(student, reference, error)
     return ""

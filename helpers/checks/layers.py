@@ -42,18 +42,28 @@ def _build_pair(student_cls: type, reference_cls: type, norm_first: bool, seed: 
 
 def _stack(x: torch.Tensor, subs: tuple, norms: tuple, post: bool, *, residual: tuple = (True, True, True),
            from_normed: bool = False, norm_before_residual: bool = False, drops: tuple | None = None,
-           on_sum: bool = False) -> torch.Tensor:
+           on_sum: bool = False, after_norm: bool = False) -> torch.Tensor:
     """x through the sub-layers subs, each with its norm, post- or pre-norm, with the given bugs: no residual around
     some, the residual from the normalised input, the norm on the sub-layer's output before the residual; drops: the
-    dropout after each sub-layer (on_sum: on the residual sum)."""
+    dropout after each sub-layer (on_sum: on the residual sum; after_norm: in post-norm, on the normalised sum)."""
     for f, norm, keep, drop in zip(subs, norms, residual, drops or (nn.Identity(),) * len(subs)):
         h = x if post else norm(x)
         y = norm(f(h)) if norm_before_residual else f(h)
         base = h if from_normed else x
+        if after_norm and post:
+            x = drop(norm(base + y))
+            continue
         x = (drop(base + y) if on_sum else base + drop(y)) if keep else drop(y)
         if post and not norm_before_residual:
             x = norm(x)
     return x
+
+
+def _second_reads_input(x: torch.Tensor, subs: tuple, norms: tuple, post: bool) -> torch.Tensor:
+    """Two sub-layers in a row where the second reads the layer's input x instead of the first one's output."""
+    first = _stack(x, subs[:1], norms[:1], post)
+    second = subs[1](x if post else norms[1](x))
+    return norms[1](first + second) if post else first + second
 
 
 def wrong_training_outputs(layer: nn.Module, x: torch.Tensor, sublayers: list[Callable], what: str,
@@ -69,6 +79,8 @@ def wrong_training_outputs(layer: nn.Module, x: torch.Tensor, sublayers: list[Ca
     make: dict[Any, Callable[[], torch.Tensor]] = {
         Known("no_dropout", what=what, names=", ".join(names)): run((nn.Identity(),) * len(drops)),
         Known("dropout_on_residual_sum", what=what): run(drops, on_sum=True),
+        Known("dropout_after_norm", what=what): lambda: _stack(x, sublayers, norms, not layer.norm_first, drops=drops,
+                                                               after_norm=True),
         Known("dropout_p_hardcoded", what=what, p=drops[0].p): run(tuple(nn.Dropout(0.1) for _ in drops)),
     }
     for i, name in enumerate(names):
@@ -106,6 +118,9 @@ def _compare_layer(student: nn.Module, reference: nn.Module, args: tuple, names:
 
 _DROPOUT_ON_SUM = ("{what}: in training mode your dropout acts on the residual sum: apply it to the sub-layer's "
                    "output only, before adding the sub-layer's input, x + dropout(Sublayer(x)).")
+_DROPOUT_AFTER_NORM = ("{what}: in training mode your dropout acts on the normalised sum: apply it to the "
+                       "sub-layer's output, before the residual addition and the norm, "
+                       "norm(x + dropout(Sublayer(x))).")
 _MASK_INVERTED = ("{what}: {which} is inverted: True means MAY attend (a real token, an earlier position), False "
                   "blocked. Pass the mask as it is given, without negating it.")
 _MISSING_NORM = ("in the pre-norm branch a sub-layer reads x without {norm}: each sub-layer reads its normalised "
@@ -136,6 +151,8 @@ ENCODER_MISTAKES = {
                      "feed-forward.",
     "no_feed_forward": "the feed-forward sub-layer is missing: after self-attention comes the feed-forward network "
                        "self.ff, with its own residual, dropout2 and norm2.",
+    "ff_reads_input": "the feed-forward reads the layer's input x instead of the output of the self-attention "
+                      "sub-layer: each sub-layer reads what the one before it returns.",
     "no_src_mask": "src_mask is not passed to self-attention, so real tokens attend to padding: give it to the "
                    "attention as its mask.",
     # pre-norm (norm_first=True)
@@ -158,6 +175,7 @@ ENCODER_MISTAKES = {
                     "to padding: self-attention needs src_mask, as it is given (True = may attend).",
     "no_dropout": _NO_DROPOUT,
     "dropout_on_residual_sum": _DROPOUT_ON_SUM,
+    "dropout_after_norm": _DROPOUT_AFTER_NORM,
     **_layer_setup_mistakes("EncoderLayer", "encoder_layer"),
 }
 
@@ -184,6 +202,8 @@ def wrong_encoder_outputs(layer: EncoderLayer, x: torch.Tensor, mask: torch.Tens
         f"no_src_mask{pre}": run(subs=(attn(None), ff)),
         f"norms_swapped{pre}": run(norms=(n2, n1)),
         "sublayers_out_of_order": run(subs=(ff, attn())),
+        Known("sublayers_out_of_order"): run(subs=(ff, attn()), norms=(n2, n1)),  # each norm with its sub-layer
+        "ff_reads_input": lambda: _second_reads_input(x, (attn(), ff), (n1, n2), not layer.norm_first),
         Known("same_norm_twice", norm="norm1"): run(norms=(n1, n1)),
         Known("same_norm_twice", norm="norm2"): run(norms=(n2, n2)),
         Known("mask_inverted", which=tr("encoder_layer:src_mask", "src_mask")):

@@ -3,6 +3,8 @@ True = may attend; a fully masked row of weights is all zeros."""
 
 from __future__ import annotations
 
+import ast
+import functools
 from typing import Any, Callable
 
 import numpy as np
@@ -11,6 +13,7 @@ from ..attention import masked_softmax, softmax
 from ..masking import causal_mask, padding_mask
 from ..i18n import tr
 from .harness import Known, Mistake, as_numpy, call, compare, exercise, expect_shape, generic, graded, to_array
+from .source import answer_functions, function_nodes
 
 INVERTED = ("here True means MAY attend (the convention of F.scaled_dot_product_attention); True = blocked is "
             "nn.MultiheadAttention's convention.")
@@ -19,7 +22,11 @@ NOT_BOOLEAN = ("{what} has dtype {dtype} with 0/1 values: a mask is a BOOLEAN ar
 
 
 def to_bool_array(value: Any, what: str) -> np.ndarray:
-    """A returned mask as a numpy bool array; else the known mistake not_boolean, or a generic not_an_array."""
+    """A returned mask as a numpy bool array; else the known mistake not_boolean, or a generic not_an_array (a
+    torch tensor or a list too: the exercise asks for a NumPy array)."""
+    if value is not None and not isinstance(value, np.ndarray):
+        raise generic("not_an_array", what=what, kind=type(value).__name__,
+                      expected=tr("masking:numpy_boolean_array", "a boolean NumPy array (True = may attend)"))
     array = as_numpy(value, what)
     if array.dtype != bool:
         if array.dtype.kind in "iuf" and array.size and np.isin(array, (0, 1)).all():
@@ -44,6 +51,9 @@ CAUSAL_MISTAKES = {
     "all_true": "you returned a mask full of True: nothing is hidden. Only the lower triangle, diagonal "
                "included, is True.",
     "not_boolean": NOT_BOOLEAN,
+    "one_future_key": "your mask lets each query see one key ahead (query i sees key i + 1): the diagonal is "
+                      "shifted up by one. Query i may attend to keys j <= i only; a mask that shows the next token "
+                      "lets the decoder copy the word it has to predict.",
 }
 
 
@@ -51,7 +61,7 @@ def wrong_causal_masks(size: int) -> dict:
     """The usual wrong causal masks: mistake code -> the mask it produces."""
     ones = np.ones((size, size), dtype=bool)
     return {"diagonal_masked": np.tril(ones, k=-1), "triangles_swapped": np.triu(ones), "inverted": np.triu(ones, k=1),
-            "all_true": ones}
+            "all_true": ones, "one_future_key": np.tril(ones, k=1)}
 
 
 @exercise("causal_mask", notebook="04_masking", points=1, defines="causal_mask",
@@ -184,9 +194,10 @@ def masked_softmax_cases() -> list[tuple[str, np.ndarray, np.ndarray]]:
 
 
 MASKED_SOFTMAX_MISTAKES = {
-    "nan_on_empty_rows": "a fully masked row gives NaN: with every score at -inf the softmax computes "
-                         "-inf - (-inf) = NaN. A row with no allowed key must get zero weights: never subtract an "
-                         "infinite maximum, and never divide by a zero sum.",
+    "nan_on_empty_rows": "a fully masked row gives NaN: on that row your answer computes 0/0, either as "
+                         "-inf - (-inf) after filling every score with -inf, or as a division by a row sum of 0. A "
+                         "row with no allowed key must get zero weights: never subtract an infinite maximum, and "
+                         "never divide by a zero sum.",
     "uniform_on_empty_rows": "a fully masked row gets uniform weights (an average over keys it must not see): a "
                              "large negative fill like -1e9 is not enough. Set the weights of blocked keys to "
                              "exactly 0 after the softmax.",
@@ -204,7 +215,54 @@ MASKED_SOFTMAX_MISTAKES = {
                  "zeros).",
     "blocked_not_zero": "{what}: blocked keys must get EXACTLY zero weight (got up to {largest}): a finite "
                         "fill such as -100 leaves exp(-100), which is not 0.",
+    "sum_over_queries": "each row's weights must sum to 1 over the KEYS (the last axis); you divided by sums taken "
+                        "over the queries (axis -2). Take the maximum and the sum over the last axis, keeping it "
+                        "with size 1.",
+    "max_without_keepdims": "the maximum of each row lost its last axis: subtracting it then broadcasts along the "
+                            "wrong axis, so each column gets another row's maximum. Take the maximum so that the "
+                            "last axis stays, with size 1: (..., L_q, 1).",
+    "zero_over_zero": "your weights are right, but on a fully masked row your answer computes 0/0 (NaN) and then "
+                      "repairs it ({evidence}). The exercise asks for no 0/0 along the way: where a row has no "
+                      "allowed key, subtract 0 instead of its infinite maximum, and divide by 1 instead of its sum "
+                      "of 0.",
 }
+
+# Names in an answer's code that only serve to silence or repair a 0/0: np.errstate, np.seterr, np.nan_to_num,
+# np.isnan (the reference needs none of them).
+REPAIRS = ("errstate", "seterr", "nan_to_num", "isnan")
+
+
+def repairs_named(answer: Callable) -> list[str]:
+    """The names of REPAIRS that the answer's own code uses (read from its syntax tree), in order of appearance."""
+    found = []
+    for function in answer_functions(answer):
+        for node in function_nodes(function):
+            for child in ast.walk(node):
+                name = getattr(child, "attr", None) or getattr(child, "id", "")  # np.isnan, or isnan imported
+                if name in REPAIRS and name not in found:
+                    found.append(name)
+    return found
+
+
+def zero_over_zero(masked_softmax_fn: Callable, scores: np.ndarray, mask: np.ndarray) -> str | None:
+    """How the answer shows that it computes 0/0 on the fully masked rows of (scores, mask): numpy's invalid or
+    divide error raised inside it, or a name of REPAIRS in its code; None when it shows neither."""
+    @functools.wraps(masked_softmax_fn)
+    def strict(*args: Any) -> Any:
+        with np.errstate(divide="raise", invalid="raise"):
+            try:
+                masked_softmax_fn(*args)
+            except FloatingPointError as error:
+                return str(error)
+        return None
+
+    raised = call(strict, scores.copy(), mask.copy())
+    if raised:
+        return tr("masked_softmax:raised", "numpy reports: {error}", error=raised)
+    names = repairs_named(masked_softmax_fn)
+    if names:
+        return tr("masked_softmax:names", "it calls {names}", names=", ".join(f"np.{n}" for n in names))
+    return None
 
 
 def wrong_masked_softmaxes(scores: np.ndarray, mask: np.ndarray) -> dict:
@@ -222,7 +280,22 @@ def wrong_masked_softmaxes(scores: np.ndarray, mask: np.ndarray) -> dict:
             "mask_ignored": softmax(scores),
             "softmax_wrong_axis": softmax(np.where(full, scores, -np.inf), axis=-2),
             "overflows": np.where(total > 0, unshifted / np.where(total > 0, total, 1.0), 0.0),
+            "sum_over_queries": _shifted(scores, full, keepdims=True, sum_axis=-2),
+            "max_without_keepdims": _shifted(scores, full, keepdims=False, sum_axis=-1),
         }
+
+
+def _shifted(scores: np.ndarray, full: np.ndarray, keepdims: bool, sum_axis: int) -> np.ndarray | None:
+    """The reference's steps with the maximum's axis dropped or the sum over another axis (None where the
+    shapes do not broadcast)."""
+    filled = np.where(full, scores, -np.inf)
+    row_max = filled.max(axis=-1, keepdims=keepdims)
+    try:
+        exps = np.exp(filled - np.where(np.isfinite(row_max), row_max, 0.0))
+    except ValueError:
+        return None
+    totals = exps.sum(axis=sum_axis, keepdims=True)
+    return exps / np.where(totals > 0, totals, 1.0)
 
 
 def _drawn_masked_softmax_case(rng: np.random.Generator) -> tuple[str, np.ndarray, np.ndarray]:
@@ -255,5 +328,9 @@ def check_masked_softmax(masked_softmax_fn: Callable) -> str:
         blocked = ~np.broadcast_to(mask, scores.shape)
         if np.any(result[blocked] != 0.0):
             raise Known("blocked_not_zero", what=what, largest=f"{np.abs(result[blocked]).max():.2g}")
+    _, scores, mask = masked_softmax_cases()[1]  # the case with fully masked rows
+    evidence = zero_over_zero(masked_softmax_fn, scores, mask)
+    if evidence:
+        raise Known("zero_over_zero", evidence=evidence)
     return tr("masked_softmax:checked", "Checked a causal mask, fully masked rows, a broadcast padding mask and "
               "scores in the hundreds.")

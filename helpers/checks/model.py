@@ -59,6 +59,9 @@ def _check_masks(student: nn.Module, reference: Transformer, src: torch.Tensor, 
                    Known("tgt_mask_upper_triangle"): padding & causal.T,
                    Known("tgt_mask_upper_triangle"): padding & ~causal,
                    Known("tgt_padding_on_queries"): (tgt != PAD)[:, None, :, None] & causal,
+                   Known("tgt_mask_diagonal_blocked"): padding & torch.tril(causal, diagonal=-1),
+                   Known("tgt_mask_one_future"): padding & torch.tril(torch.ones_like(causal), diagonal=1),
+                   Known("tgt_mask_or"): padding | causal,
                    Known("pad_id_hardcoded", which="make_tgt_mask(tgt)", pad_id=PAD): decoder_mask(tgt, 0)},
                   tr("transformer:tgt_mask_shape", "The target mask has shape (batch, 1, L_tgt, L_tgt): the causal "
                      "(L_tgt, L_tgt) mask combined with the target's padding mask (batch, 1, 1, L_tgt)."))

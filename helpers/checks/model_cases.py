@@ -71,8 +71,19 @@ TRANSFORMER_MISTAKES = {
                              "without a softmax (the loss and the argmax of decoding work on logits).",
     "no_dropout": "in training mode the output does not change when the dropout after the {side} positional "
                   "encoding is active: add the encoding with self.positional, which applies that dropout.",
-    "pad_id_hardcoded": "{which} compares the ids with 0: the padding id is self.pad_id (here {pad_id}), whatever "
-                        "the model was built with.",
+    "pad_id_hardcoded": "{which} compares the ids with 0, but the padding id is self.pad_id, the one the model was "
+                        "built with (here {pad_id}): compare the ids with self.pad_id.",
+    "tgt_mask_diagonal_blocked": "make_tgt_mask(tgt) blocks the diagonal: query i may attend to the keys j <= i, "
+                                 "itself included (torch.tril with its default diagonal=0).",
+    "tgt_mask_one_future": "make_tgt_mask(tgt) lets query i see key i + 1: query i may attend to the keys j <= i "
+                           "and to none after it (torch.tril with its default diagonal=0).",
+    "tgt_mask_or": "make_tgt_mask(tgt) combines the causal mask and the padding mask with | (or): a key may be "
+                   "attended to only when both allow it, so combine them with & (and).",
+    "masks_swapped": "the two masks reach the decoder layers swapped: each decoder layer takes (x, memory, tgt_mask, "
+                     "memory_mask), the causal target mask for its self-attention and the source padding mask for "
+                     "its cross-attention, and decode takes (tgt, memory, src_mask, tgt_mask).",
+    "same_layer_repeated": "the {stack} applies its first layer N times: each of the N layers has its own weights, so "
+                           "run every layer of self.{stack}.layers once, in order.",
     "mask_wrong_device": "{which} builds its mask on another device than the ids ({detail}): create every new tensor "
                          "on the ids' device (`torch.ones(..., device=tgt.device)`), or training on a GPU fails.",
     "embeddings_not_shared": "with share_embeddings=True the source embedding, the target embedding and the final "
@@ -154,12 +165,13 @@ def _embed(model: Transformer, ids: torch.Tensor, table: nn.Embedding, scale: st
 
 def _encode(model: Transformer, src: torch.Tensor, src_mask: torch.Tensor | None, *, table: str = "src",
             scale: str | float | None = "before", positional: bool = True, mask: bool | str = True,
-            chain: bool = True, final_norm: bool = True) -> torch.Tensor:
-    """model.encode with the given bugs (mask: True, False or "inverted")."""
+            chain: bool = True, final_norm: bool = True, first_only: bool = False) -> torch.Tensor:
+    """model.encode with the given bugs (mask: True, False or "inverted"; first_only: the first layer N times)."""
     x = _embed(model, src, getattr(model, f"{table}_embed"), scale, positional)
     given = ~src_mask if mask == "inverted" else src_mask if mask else None
     out = x
     for layer in model.encoder.layers:
+        layer = model.encoder.layers[0] if first_only else layer
         out = layer(out if chain else x, given)
     return model.encoder.norm(out) if final_norm else out
 
@@ -167,15 +179,19 @@ def _encode(model: Transformer, src: torch.Tensor, src_mask: torch.Tensor | None
 def _decode(model: Transformer, tgt: torch.Tensor, memory: torch.Tensor, src_mask: torch.Tensor | None,
             tgt_mask: torch.Tensor | None, *, table: str = "tgt", scale: str | float | None = "before",
             positional: bool = True, self_mask: str = "given", cross_mask: bool | str = True, chain: bool = True,
-            final_norm: bool = True, read_memory: bool = True, output: str = "logits") -> torch.Tensor:
-    """model.decode with the given bugs (cross_mask: True, False or "inverted"; output: "logits", "softmax",
-    "log_softmax" or "hidden", the vectors before the generator)."""
+            final_norm: bool = True, read_memory: bool = True, output: str = "logits",
+            first_only: bool = False) -> torch.Tensor:
+    """model.decode with the given bugs (self_mask "source": src_mask, and cross_mask "target": tgt_mask, the two
+    masks swapped; cross_mask: True, False or "inverted"; output: "logits", "softmax", "log_softmax" or "hidden", the
+    vectors before the generator; first_only: the first layer N times)."""
     y = _embed(model, tgt, getattr(model, f"{table}_embed"), scale, positional)
-    own = {"given": tgt_mask, "none": None, "padding": padding_mask(tgt, model.pad_id),
+    own = {"given": tgt_mask, "none": None, "padding": padding_mask(tgt, model.pad_id), "source": src_mask,
            "inverted": None if tgt_mask is None else ~tgt_mask}[self_mask]
-    cross = ~src_mask if cross_mask == "inverted" else src_mask if cross_mask else None
+    cross = (~src_mask if cross_mask == "inverted" else tgt_mask if cross_mask == "target"
+             else src_mask if cross_mask else None)
     out = y
     for layer in model.decoder.layers:
+        layer = model.decoder.layers[0] if first_only else layer
         h = out if chain else y
         out = layer(h, memory if read_memory else h, own, cross)
     if final_norm:
@@ -196,6 +212,7 @@ def wrong_encodings(model: Transformer, src: torch.Tensor, src_mask: torch.Tenso
         "no_positional_encoding_src": lambda: _encode(model, src, src_mask, positional=False),
         "src_mask_not_in_encoder": lambda: _encode(model, src, src_mask, mask=False),
         Known("layers_not_chained", stack="encoder"): lambda: _encode(model, src, src_mask, chain=False),
+        Known("same_layer_repeated", stack="encoder"): lambda: _encode(model, src, src_mask, first_only=True),
         Known("embeddings_swapped", side=_side("source")): lambda: _encode(model, src, src_mask, table="tgt"),
         Known("mask_inverted", which=tr("transformer:src_mask_in_encoder", "the src_mask given to the encoder "
                                         "layers")): lambda: _encode(model, src, src_mask, mask="inverted"),
@@ -220,6 +237,8 @@ def wrong_decodes(model: Transformer, tgt: torch.Tensor, memory: torch.Tensor, s
         Known("no_causal_mask"): run(self_mask="none"),
         Known("no_causal_mask"): run(self_mask="padding"),
         Known("layers_not_chained", stack="decoder"): run(chain=False),
+        Known("same_layer_repeated", stack="decoder"): run(first_only=True),
+        "masks_swapped": run(self_mask="source", cross_mask="target"),  # runs when L_src == L_tgt
         Known("embeddings_swapped", side=_side("target")): run(table="src"),
         Known("returns_probabilities"): run(output="softmax"),
         Known("returns_probabilities"): run(output="log_softmax"),
@@ -244,6 +263,7 @@ def wrong_forwards(model: Transformer, src: torch.Tensor, tgt: torch.Tensor) -> 
                                                         tgt_mask),
         "src_mask_not_in_cross_attention": lambda: model.decode(tgt, model.encode(src, src_mask), None, tgt_mask),
         "memory_not_used": lambda: model.decode(tgt, embedded, src_mask, tgt_mask),
+        "masks_swapped": lambda: model.decode(tgt, model.encode(src, src_mask), tgt_mask, src_mask),
         Known("memory_not_used"): lambda: model.decode(tgt, model.src_embed(src), src_mask, tgt_mask),
         Known("mask_inverted", which=tr("transformer:src_mask_in_cross", "the src_mask given to cross-attention")):
             lambda: model.decode(tgt, model.encode(src, src_mask), ~src_mask, tgt_mask),
@@ -258,6 +278,7 @@ def _scales(model: Transformer, side: str, vocab: int, run: Callable[[float], to
     that computes it."""
     d_model, heads = model.d_model, model.num_heads
     scales = {f"sqrt({vocab})": math.sqrt(vocab), f"d_model = {d_model}": d_model,
-              f"sqrt(d_k) = sqrt({d_model // heads})": math.sqrt(d_model // heads)}
+              f"sqrt(d_k) = sqrt({d_model // heads})": math.sqrt(d_model // heads),
+              f"1 / sqrt(d_model) = 1 / {math.sqrt(d_model):.3g}": 1 / math.sqrt(d_model)}
     return {Known("wrong_embedding_scale", side=_side(side), scale=label, sqrt_d_model=f"{math.sqrt(d_model):.3g}"):
             (lambda value=value: run(value)) for label, value in scales.items()}

@@ -26,6 +26,15 @@ SPLIT_MISTAKES = {
                          "the head index first.",
     "axes_not_swapped": "{what} has shape {shape}, which is (batch, L, h, d_k): the L and h axes still have to "
                         "be exchanged to get (batch, h, L, d_k) = {expected}.",
+    "head_transposed": "{what} has shape {shape}, which is (batch, h, d_k, L): each head's matrix is transposed. "
+                       "After splitting the last axis into (h, d_k), exchange only the L and h axes (axes 1 and 2), "
+                       "to get (batch, h, L, d_k) = {expected}.",
+    "heads_on_batch_axis": "{what} has shape {shape}, which is (batch * h, L, d_k): you stacked the heads on the "
+                           "batch axis. Keep them on an axis of their own, (batch, h, L, d_k) = {expected}, so that "
+                           "a mask of shape (batch, 1, L_q, L_k) broadcasts over the heads.",
+    "heads_before_batch": "{what} has shape {shape}, which is (h, batch, L, d_k): the heads axis comes before the "
+                          "batch axis (a list of heads, or heads stacked on a new first axis, gives this). Put the "
+                          "heads after the batch axis: (batch, h, L, d_k) = {expected}.",
 }
 
 COMBINE_MISTAKES = {
@@ -42,6 +51,9 @@ COMBINE_MISTAKES = {
                            "merged.",
     "heads_reversed": "you concatenated the heads in reverse order (the last head's features first). Keep the "
                       "head order: head 0's d_k features take columns 0 .. d_k - 1, head 1's the next d_k, ...",
+    "heads_reduced": "{what} has shape {shape}: you added up (or averaged) the heads into one (batch, L, d_k). "
+                     "Concatenate them instead: each head keeps its own d_k features, side by side, giving "
+                     "{expected}.",
 }
 
 
@@ -80,8 +92,13 @@ def check_split_heads(split_fn: Callable) -> str:
                   num_heads=num_heads)
         result = to_array(call(split_fn, x.copy(), num_heads), what)
         expected = split_heads(x, num_heads)
-        if same(result, expected.transpose(0, 2, 1, 3)):  # (batch, L, h, d_k): L and h not exchanged
-            raise Known("axes_not_swapped", what=what, shape=result.shape, expected=expected.shape)
+        batch, heads, length, d_k = expected.shape
+        for code, wrong in (("axes_not_swapped", expected.transpose(0, 2, 1, 3)),  # L and h not exchanged
+                            ("head_transposed", expected.transpose(0, 1, 3, 2)),
+                            ("heads_on_batch_axis", expected.reshape(batch * heads, length, d_k)),
+                            ("heads_before_batch", expected.transpose(1, 0, 2, 3))):
+            if same(result, wrong):
+                raise Known(code, what=what, shape=result.shape, expected=expected.shape)
         expect_shape(result, expected.shape, what, tr("split_heads:shape_hint", "The result is (batch, h, L, d_k)."))
         compare(result, expected, wrong_splits(x, num_heads), what)
     return tr("split_heads:checked", "Checked 3 shapes, up to h = 8 heads of d_k = 8.")
@@ -111,6 +128,8 @@ def check_combine_heads(combine_fn: Callable) -> str:
         result = to_array(call(combine_fn, heads.copy()), what)
         if same(result, heads.transpose(0, 2, 1, 3)):  # (batch, L, h, d_k): the last two not merged
             raise Known("not_reshaped", what=what, shape=result.shape, expected=x.shape)
+        if same(result, heads.sum(axis=1)) or same(result, heads.mean(axis=1)):
+            raise Known("heads_reduced", what=what, shape=result.shape, expected=x.shape)
         expect_shape(result, x.shape, what, tr("combine_heads:shape_hint", "The result is (batch, L, h * d_k)."))
         compare(result, combine_heads(heads), wrong_combines(heads), what)
     return tr("combine_heads:checked", "combine_heads(split_heads(x)) gives x back for 3 shapes.")
@@ -140,6 +159,20 @@ MHA_MISTAKES = {
                           "the softmax runs over the last axis of the scores (batch, h, L_q, L_k).",
     "output_wrong_weights_right": "{what}: the weights are right but the output is not ({difference}). "
                                   "Combine the heads, then multiply by w_o.",
+    "combine_without_transpose": "the weights are right, but you combined the heads with a reshape straight from "
+                                 "(batch, h, L_q, d_k) to (batch, L_q, d_model): that mixes positions across heads. "
+                                 "Combine them as in exercise 2 (exchange the h and L_q axes first).",
+    "q_from_x_kv": "{what}: the weights have one row per KEY ({length_k}), not per query ({length_q}). The queries "
+                   "come from x_q, the keys and the values from x_kv.",
+    "single_head": "{what}: your weights, of shape {shape}, come from one attention over the full width d_model. "
+                   "Split the projections into h heads of d_k = d_model / h = {d_k} features, attend in each, and "
+                   "keep one matrix of weights per head: (batch, h, L_q, L_k) = {expected}.",
+    "masked_with_zero": "your blocked keys get score 0 (the scores multiplied by the mask, or filled with 0), not "
+                        "-inf, so they still receive weight. Pass the mask to the attention (or fill the blocked "
+                        "scores with -inf before the softmax).",
+    "mask_after_softmax": "the mask is applied after the softmax without renormalising: the weights of a query no "
+                          "longer sum to 1. Mask the scores before the softmax (scaled_dot_product_attention does "
+                          "it when you pass the mask).",
 }
 
 
@@ -172,7 +205,7 @@ def _drawn_mha_case(rng: np.random.Generator) -> tuple[str, dict]:
 
 def _mha_variant(x_q, x_kv, w_q, w_k, w_v, w_o, num_heads, mask, *, scale=None, split=split_heads,
                  combine=combine_heads, use_w_o=True, transpose_w=False, ignore_mask=False, swap_k_v=False,
-                 softmax_axis=-1, invert_mask=False):
+                 softmax_axis=-1, invert_mask=False, mask_mode="before"):
     if transpose_w:
         w_q, w_k, w_v, w_o = w_q.T, w_k.T, w_v.T, w_o.T
     if swap_k_v:
@@ -182,7 +215,11 @@ def _mha_variant(x_q, x_kv, w_q, w_k, w_v, w_o, num_heads, mask, *, scale=None, 
     q, k, v = split(x_q @ w_q, num_heads), split(x_kv @ w_k, num_heads), split(x_kv @ w_v, num_heads)
     d_k = q.shape[-1]
     scores = q @ np.swapaxes(k, -1, -2) / (math.sqrt(d_k) if scale is None else scale)
-    if softmax_axis == -1:
+    if mask is not None and mask_mode == "zero":  # blocked scores set to 0, not -inf
+        weights = softmax(np.where(mask, scores, 0.0))
+    elif mask is not None and mask_mode == "after":  # the softmax of every score, times the mask
+        weights = softmax(scores) * mask
+    elif softmax_axis == -1:
         weights = masked_softmax(scores, None if ignore_mask else mask)
     else:  # the softmax over the queries
         weights = softmax(scores if mask is None else np.where(mask, scores, -np.inf), axis=softmax_axis)
@@ -208,7 +245,31 @@ def wrong_multi_heads(case: dict) -> dict:
     if case["mask"] is not None:
         wrong["mask_ignored"] = dict(ignore_mask=True)
         wrong["mask_inverted"] = dict(invert_mask=True)
-    return {key: _mha_variant(**case, **options) for key, options in wrong.items()}
+        wrong["masked_with_zero"] = dict(mask_mode="zero")
+        wrong["mask_after_softmax"] = dict(mask_mode="after")
+    variants = {key: _mha_variant(**case, **options) for key, options in wrong.items()}
+    plain = wrong["reshape_without_transpose"]  # the split alone without its transpose is the same mistake
+    variants[Known("reshape_without_transpose")] = _mha_variant(**case, split=plain["split"])
+    variants["combine_without_transpose"] = _mha_variant(**case, combine=plain["combine"])
+    return variants
+
+
+def _single_head(case: dict) -> tuple[np.ndarray, np.ndarray]:
+    """One attention over the full width d_model (no heads): weights (batch, L_q, L_k)."""
+    q, k, v = case["x_q"] @ case["w_q"], case["x_kv"] @ case["w_k"], case["x_kv"] @ case["w_v"]
+    scores = q @ np.swapaxes(k, -1, -2) / math.sqrt(q.shape[-1])
+    weights = masked_softmax(scores, None if case["mask"] is None else case["mask"][:, 0])
+    return weights @ v @ case["w_o"], weights
+
+
+def _q_from_x_kv(case: dict) -> np.ndarray | None:
+    """The weights the attention gives with the queries computed from x_kv (None where it cannot run)."""
+    try:
+        with np.errstate(all="ignore"):
+            mask = None if case["mask"] is None else case["mask"][..., :1, :]  # a mask for L_k queries: broadcast
+            return _mha_variant(**{**case, "x_q": case["x_kv"], "mask": mask})[1]
+    except ValueError:
+        return None
 
 
 def _kv_from_x_q(case: dict) -> tuple[np.ndarray, np.ndarray] | None:
@@ -239,6 +300,13 @@ def check_multi_head_attention(mha_fn: Callable) -> str:
         if weights.shape[:-1] == expected_w.shape[:-1] and weights.shape[-1] == length_q != length_k:
             match_known((output, weights), {Known("kv_from_x_q", what=what, length_q=length_q, length_k=length_k):
                                             _kv_from_x_q(case)})
+        if weights.shape == expected_w.shape[:2] + (length_k, length_k) and length_q != length_k:
+            match_known(weights, {Known("q_from_x_kv", what=what, length_q=length_q, length_k=length_k):
+                                  _q_from_x_kv(case)})
+        if weights.shape == expected_w.shape[:1] + expected_w.shape[2:]:
+            d_k = case["x_q"].shape[-1] // case["num_heads"]
+            match_known(weights, {Known("single_head", what=what, shape=weights.shape, expected=expected_w.shape,
+                                        d_k=d_k): _single_head(case)[1]})
         part_w = tr("harness:part_weights", "{what}: weights", what=what)
         expect_shape(weights, expected_w.shape, part_w,
                      tr("multi_head_attention:weights_shape", "The weights are (batch, h, L_q, L_k)."))

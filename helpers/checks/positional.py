@@ -4,7 +4,7 @@ from __future__ import annotations
 
 import numpy as np
 
-from ..positional import apply_rope, positional_encoding, rotation_matrix
+from ..positional import apply_rope, frequencies, positional_encoding, rotation_matrix
 from ..i18n import tr
 from .harness import (Known, Mistake, call, compare, distinct, exercise, expect_finite, expect_shape, graded,
                       match_known, same, to_array)
@@ -116,9 +116,29 @@ ROTATION_MISTAKES = {
     "same_angle_every_block": "every block rotates by k radians: block i must rotate by k * w_i, with "
                               "w_i = 1 / 10000^(2i/d_model).",
     "i_for_2i": "the frequencies use i where they should use 2i: w_i = 1 / 10000^(2i/d_model).",
+    "exponent_doubled": "the exponent is twice what it should be (the same as a base of 10000^2): block i (rows "
+                        "2i and 2i+1) turns by k * w_i with w_i = 1 / 10000^(2i/d_model); if your loop already "
+                        "steps over the even rows 0, 2, 4, ..., its index is 2i already.",
+    "multiplied": "you multiplied by 10000^(2i/d_model) instead of dividing: block i turns by k * w_i, with "
+                  "w_i = 1 / 10000^(2i/d_model).",
+    "k_ignored": "your matrix is R_1 whatever k: block i must turn by k * w_i, the angle of k positions, not by "
+                 "w_i alone.",
+    "sin_cos_swapped": "sin and cos are exchanged in your blocks: cos(k w_i) goes on the diagonal of block i, the "
+                       "sines off it (-sin(k w_i) in row 2i, column 2i+1, and +sin(k w_i) in row 2i+1, column 2i).",
+    "sign_missing": "your blocks have no minus sign: with +sin(k w_i) on both sides of the diagonal the matrix does "
+                    "not rotate (it changes the length of a pair). Block i needs -sin(k w_i) in row 2i, column 2i+1.",
     "does_not_shift": "{what} does not move PE(pos) to PE(pos + k): for pos = 0, PE(0) @ R gives {got}... "
                       "but PE({k}) is {expected}...",
 }
+
+
+def _blocks(k: int, d_model: int, block) -> np.ndarray:
+    """The (d_model, d_model) matrix with block(c, s) at rows and columns 2i, 2i+1, where c and s are the cosine
+    and the sine of k * w_i."""
+    matrix = np.zeros((d_model, d_model))
+    for i, angle in enumerate(k * frequencies(d_model)):
+        matrix[2 * i:2 * i + 2, 2 * i:2 * i + 2] = block(np.cos(angle), np.sin(angle))
+    return matrix
 
 
 def wrong_rotation_matrices(k: int, d_model: int) -> dict:
@@ -127,6 +147,11 @@ def wrong_rotation_matrices(k: int, d_model: int) -> dict:
         "blocks_transposed": rotation_matrix(k, d_model).T,
         "same_angle_every_block": rotation_matrix(k, d_model, base=1.0),  # every w_i = 1
         "i_for_2i": rotation_matrix(k, d_model, base=100.0),  # 10000^(i/d) = 100^(2i/d)
+        "exponent_doubled": rotation_matrix(k, d_model, base=1e8),  # 10000^(4i/d) = (10000^2)^(2i/d)
+        "multiplied": rotation_matrix(k, d_model, base=1e-4),  # 1 / (1/10000)^(2i/d) = 10000^(2i/d)
+        "k_ignored": rotation_matrix(1, d_model) if k != 1 else None,
+        "sin_cos_swapped": _blocks(k, d_model, lambda c, s: [[s, -c], [c, s]]),
+        "sign_missing": _blocks(k, d_model, lambda c, s: [[c, s], [s, c]]),
     }
 
 
@@ -175,6 +200,13 @@ ROPE_MISTAKES = {
     "overwritten_before_use": "your second line reads the even entries you had just rotated: both new values of a "
                               "pair are computed from the OLD pair (x_2i, x_2i+1). Keep the old values (or compute "
                               "both results) before writing either.",
+    "positions_from_1": "your rows turn by (pos + 1) * w_i: the row at position pos turns by pos * w_i, so a row "
+                        "at position 0 is left as it is.",
+    "sin_cos_swapped": "sin and cos are exchanged in your formula: the new x_2i is x_2i cos a - x_2i+1 sin a and the "
+                       "new x_2i+1 is x_2i sin a + x_2i+1 cos a, with a = pos * w_i.",
+    "sign_missing": "your pairs do not turn: with a plus sign in both new values, the length of a pair changes. The "
+                    "new x_2i is x_2i cos a - x_2i+1 sin a (with a minus sign), the new x_2i+1 is "
+                    "x_2i sin a + x_2i+1 cos a.",
     "changed_input": "your function changed the array x it was given: a slice of a NumPy array is a view, so "
                       "writing into it writes into x. Build the result in a new array.",
 }
@@ -208,7 +240,17 @@ def wrong_ropes(x: np.ndarray, positions: np.ndarray) -> dict:
         "i_for_2i": _rotate_pairs(x, even, odd, pos / 10000 ** (even / 2 / d)),
         "column_frequencies": _rotate_pairs(x, even, odd, by_column[:, even], by_column[:, odd]),
         "overwritten_before_use": _rotate_pairs(x, even, odd, pos * w, overwrite=True),
+        "positions_from_1": _rotate_pairs(x, even, odd, (pos + 1) * w),
+        "sin_cos_swapped": _turned(x, pos * w, lambda a, b, c, s: (a * s - b * c, a * c + b * s)),
+        "sign_missing": _turned(x, pos * w, lambda a, b, c, s: (a * c + b * s, a * s + b * c)),
     }
+
+
+def _turned(x: np.ndarray, angles: np.ndarray, formula) -> np.ndarray:
+    """x with each pair (x_2i, x_2i+1) replaced by formula(x_2i, x_2i+1, cos, sin) of its angle."""
+    out = np.array(x, dtype=np.float64)
+    out[..., 0::2], out[..., 1::2] = formula(x[..., 0::2], x[..., 1::2], np.cos(angles), np.sin(angles))
+    return out
 
 
 def _right_per_head(apply_rope_fn, x: np.ndarray, positions: np.ndarray) -> bool:

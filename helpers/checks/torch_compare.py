@@ -25,7 +25,7 @@ P_TRAIN = 0.3  # the dropout of the training-mode comparisons: not the default 0
 TORCH_MISTAKES = {
     "changed_input": "{what} changes its input {name} in place: the caller's tensor must stay as it was. Build new "
                      "tensors (`x = x + y`, not `x += y`, `x[...] = ...` or `x.zero_()`).",
-    "wrong_gradients": "{what} gives the right output but the wrong gradient{of}{detail}: the backward pass must "
+    "wrong_gradients": "{what} gives the right output but the wrong gradients. {detail} The backward pass must "
                        "follow every step of the forward. Look for a `.detach()`, a round trip through numpy "
                        "(`.numpy()`, `.item()`, `.tolist()`, `torch.tensor(...)` of a result) and in-place operations "
                        "on tensors that autograd still needs.",
@@ -214,17 +214,17 @@ def compare_gradients(fn: Callable, module: nn.Module, args: tuple, grad_args: d
         except Mistake as error:
             if error.code != "raised_error":
                 raise
-            raise Known("wrong_gradients", what=what, of="", detail=tr(
-                "torch:raised_with_gradients", " (with gradients on, it raised {error})",
+            raise Known("wrong_gradients", what=what, detail=tr(
+                "torch:raised_with_gradients", "With gradients on, it raised {error}.",
                 error=_short_error(str(error)))) from None
         if not isinstance(out, torch.Tensor) or out.grad_fn is None:
-            raise Known("wrong_gradients", what=what, of="", detail=tr(
-                "torch:no_grad_fn", " (the output is not connected to the inputs and the weights: it has no grad_fn)"))
+            raise Known("wrong_gradients", what=what, detail=tr(
+                "torch:no_grad_fn", "The output is not connected to the inputs and the weights: it has no grad_fn."))
         try:
             call(_backward, out)
         except Mistake as error:
-            raise Known("wrong_gradients", what=what, of="", detail=tr(
-                "torch:backward_raised", " (backward() raised {error})", error=_short_error(str(error)))) from None
+            raise Known("wrong_gradients", what=what, detail=tr(
+                "torch:backward_failed", "Its backward() raised {error}.", error=_short_error(str(error)))) from None
     mine = _gradients(module, leaves)
     for name, grad in expected.items():
         if grad is None:
@@ -233,5 +233,7 @@ def compare_gradients(fn: Callable, module: nn.Module, args: tuple, grad_args: d
         got = torch.zeros_like(grad) if got is None else got.detach()
         scale = float(grad.abs().max()) + 1e-12
         if got.shape != grad.shape or not torch.allclose(got.double(), grad.double(), rtol=1e-5, atol=1e-7 * scale):
-            label = name if name in leaves else tr("torch:parameter", "the parameter {name}", name=name)
-            raise Known("wrong_gradients", what=what, of=tr("torch:of", " of {name}", name=label), detail="")
+            detail = (tr("torch:gradient_differs", "The gradient of {name} differs from the reference's.", name=name)
+                      if name in leaves else tr("torch:parameter_gradient_differs", "The gradient of the parameter "
+                                                "{name} differs from the reference's.", name=name))
+            raise Known("wrong_gradients", what=what, detail=detail)

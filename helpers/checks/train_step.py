@@ -35,6 +35,15 @@ TRAIN_STEP_MISTAKES = {
                       "token at each position.",
     "gradient_clipped": "your step clips the gradients: the paper does not, and neither does this course's step "
                         "(the rest of your step is right). Remove the clipping.",
+    "no_gradient": "no gradient reaches the model's parameters: your loss is cut from the computation graph (by "
+                   "`.detach()`, `.item()`, `torch.tensor(...)` or `torch.no_grad()` between the model's output and "
+                   "`backward()`), and `requires_grad_()` on the loss does not reconnect it. Compute the loss from the "
+                   "logits the model returns and call `backward()` on that tensor.",
+    "no_optimizer_step": "your parameters do not move: the gradients are computed, but `optimizer.step()` is never "
+                         "called. Call it after `loss.backward()`, before `scheduler.step()`.",
+    "per_sentence_mean": "your loss is the mean of each sentence's mean loss, so the tokens of a short sentence weigh "
+                         "more than those of a long one. Call loss_fn once on the whole batch: it averages over "
+                         "every real (non-pad) target token.",
 }
 
 
@@ -43,15 +52,20 @@ SHIFTS = {"right": (slice(None, -1), slice(1, None)), "none": (slice(None), slic
 
 
 def _step(shift: str = "right", zero: str = "before", order: tuple[str, ...] = ("optimizer", "scheduler"),
-          train: bool = True, clip: float | None = None) -> Callable:
+          train: bool = True, clip: float | None = None, per_sentence: bool = False) -> Callable:
     """The right step with one change: the shift (the decoder's input and the loss's target), zero_grad "before"
-    backward, "after" it or "never", the order of the steps (or one left out), eval mode, or clip_grad_norm_."""
+    backward, "after" it or "never", the order of the steps (or one left out), eval mode, clip_grad_norm_, or the
+    loss averaged per sentence, then over the batch."""
     read, score = SHIFTS[shift]
 
     def step(model, src, tgt, optimizer, scheduler, loss_fn):
         if train:
             model.train()
-        loss = loss_fn(model(src, tgt[:, read]), tgt[:, score])
+        logits, targets = model(src, tgt[:, read]), tgt[:, score]
+        if per_sentence:
+            loss = torch.stack([loss_fn(logits[i:i + 1], targets[i:i + 1]) for i in range(len(logits))]).mean()
+        else:
+            loss = loss_fn(logits, targets)
         if zero == "before":
             optimizer.zero_grad()
         loss.backward()
@@ -74,7 +88,26 @@ WRONG_STEPS: dict[str, list[Callable]] = {
     "eval_mode": [_step(train=False)],
     "shift_reversed": [_step(shift="reversed")],
     "gradient_clipped": [_step(clip=norm) for norm in (1.0, 0.5, 0.1, 5.0, 0.01)],  # the most common first
+    "per_sentence_mean": [_step(per_sentence=True)],
 }
+# Parameters that never move come from three mistakes, told apart by what the check saw (see _run): no gradient
+# reached the model (wrong_no_gradient), no optimizer step (wrong_no_optimizer_step), or zero_grad after backward.
+
+
+def wrong_no_gradient(model, src, tgt, optimizer, scheduler, loss_fn):
+    """The loss cut from the graph and "repaired": no gradient reaches the model (named no_gradient)."""
+    model.train()
+    loss = loss_fn(model(src, tgt[:, :-1]).detach(), tgt[:, 1:]).requires_grad_()
+    optimizer.zero_grad()
+    loss.backward()
+    optimizer.step()
+    scheduler.step()
+    return loss.item()
+
+
+def wrong_no_optimizer_step(model, src, tgt, optimizer, scheduler, loss_fn):
+    """optimizer.step() left out (named no_optimizer_step)."""
+    return _step(order=("scheduler",))(model, src, tgt, optimizer, scheduler, loss_fn)
 
 
 def _batches(seed: int = 6, batch: int = BATCH, l_src: int = L_SRC, l_tgt: int = L_TGT) -> list[tuple]:
@@ -86,6 +119,9 @@ def _batches(seed: int = 6, batch: int = BATCH, l_src: int = L_SRC, l_tgt: int =
         tgt = torch.randint(3, VOCAB, (batch, l_tgt), generator=generator)
         src[1, 5:] = PAD
         tgt[:, 0] = 1  # <s>
+        tgt[0, max(2, l_tgt - 2):] = PAD  # targets of different lengths: the per-token and per-sentence means differ
+        if batch > 2:
+            tgt[2, max(2, l_tgt - 1):] = PAD
         batches.append((src, tgt))
     return batches
 
@@ -96,14 +132,36 @@ def _drawn_batches(rng: np.random.Generator) -> list[tuple]:
                     int(rng.integers(3, 9)))
 
 
-def _run(step: Callable, student: bool, batches: list) -> tuple[list[Any], list[list[torch.Tensor]]]:
-    """Two steps of step on a fresh tiny model: the returned values and the parameters after each step."""
+class _WatchedLoss(LabelSmoothingLoss):
+    """The loss, noting whether the logits it was given still carry the graph back to the model."""
+
+    def __init__(self, smoothing: float, pad_id: int, seen: dict) -> None:
+        super().__init__(smoothing, pad_id)
+        self.seen = seen
+
+    def forward(self, logits: torch.Tensor, target: torch.Tensor) -> torch.Tensor:
+        if isinstance(logits, torch.Tensor) and not logits.requires_grad:
+            self.seen["detached_logits"] = True
+        return super().forward(logits, target)
+
+
+def _run(step: Callable, student: bool, batches: list, seen: dict | None = None) -> tuple[list[Any],
+                                                                                         list[list[torch.Tensor]]]:
+    """Two steps of step on a fresh tiny model: the returned values and the parameters after each step. With seen
+    (a dict), it also notes what happened: "detached_logits" (the loss got logits without a graph), "gradient"
+    (a gradient reached a parameter), "optimizer_step" (optimizer.step() ran)."""
     torch.manual_seed(0)
     model = Transformer(VOCAB, VOCAB, d_model=D_MODEL, num_heads=HEADS, num_layers=1, d_ff=D_FF, dropout=0.1,
                         max_len=16, pad_id=PAD).eval()
     optimizer = torch.optim.Adam(model.parameters(), lr=1.0, betas=(0.9, 0.98), eps=1e-9)
     scheduler = torch.optim.lr_scheduler.LambdaLR(optimizer, lambda i: 1e-2 * (i + 1))
-    args = (optimizer, scheduler, LabelSmoothingLoss(0.1, PAD))
+    loss_fn = LabelSmoothingLoss(0.1, PAD)
+    if seen is not None:
+        loss_fn = _WatchedLoss(0.1, PAD, seen)
+        for p in model.parameters():
+            p.register_hook(lambda grad: seen.__setitem__("gradient", True))
+        optimizer.register_step_post_hook(lambda *_: seen.__setitem__("optimizer_step", True))
+    args = (optimizer, scheduler, loss_fn)
     returned, params = [], []
     for n, (src, tgt) in enumerate(batches):
         torch.manual_seed(100 + n)  # the same dropout masks for every step function
@@ -125,12 +183,22 @@ def _same(a: list[torch.Tensor], b: list[torch.Tensor]) -> bool:
 def check_train_step(train_step: Any) -> str:
     """Check a student's train_step(model, src, tgt, optimizer, scheduler, loss_fn) -> float against the reference."""
     for batches in graded([_batches()], _drawn_batches):
-        returned, params = _run(train_step, True, batches)
+        seen: dict = {}
+        try:
+            returned, params = _run(train_step, True, batches, seen)
+        except Mistake:
+            if seen.get("detached_logits") and not seen.get("gradient"):
+                raise Known("no_gradient") from None
+            raise
         expected_losses, expected = _run(reference_train_step, False, batches)
         if any(value is None for value in returned):
             raise generic("returned_none", what="train_step")
         right = [_same(p, e) for p, e in zip(params, expected)]
         if not all(right):
+            if all(_same(p, w) for p, w in zip(params, _run(wrong_no_optimizer_step, False, batches)[1])):
+                # The parameters never moved: no gradient, no optimizer step, or the gradients wiped before it.
+                raise Known("no_gradient" if not seen.get("gradient") else "no_optimizer_step"
+                            if not seen.get("optimizer_step") else "zero_grad_after_backward")
             for code, steps in WRONG_STEPS.items():
                 if any(all(_same(p, w) for p, w in zip(params, _run(wrong, False, batches)[1])) for wrong in steps):
                     raise Known(code)

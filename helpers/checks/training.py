@@ -74,13 +74,13 @@ def wrong_rates(cases: list[tuple[int, int, int]] = LR_CASES) -> dict[Any, np.nd
 
 
 def _one_number(value: Any, what: str) -> float:
-    """A rate as a float: a real Python or numpy number, or a 0-d array or tensor of one; else not_a_number."""
+    """A rate as a float: a real Python or NumPy number (not an array or a tensor, even of one); else not_a_number."""
     kind = None
     if isinstance(value, (bool, np.bool_, str, bytes, complex, np.complexfloating)):
         kind = tr("transformer_lr:a_kind", "a {type} ({value})", type=type(value).__name__, value=repr(value))
-    elif hasattr(value, "shape") and hasattr(value, "dtype"):  # an array or a tensor
+    elif hasattr(value, "shape") and hasattr(value, "dtype"):  # an array or a tensor: a NumPy scalar is a number
         dtype = str(value.dtype)
-        if (tuple(value.shape) != () or "complex" in dtype or "bool" in dtype
+        if (not isinstance(value, np.generic) or "complex" in dtype or "bool" in dtype
                 or getattr(value.dtype, "kind", "") in ("O", "U", "S")):
             kind = tr("transformer_lr:an_array_kind", "a {type} of shape {shape} and dtype {dtype}",
                       type=type(value).__name__, shape=tuple(value.shape), dtype=dtype)
@@ -112,8 +112,8 @@ def check_transformer_lr(transformer_lr_fn: Any) -> str:
     actual = np.array(rates)
     expected = np.array([reference_transformer_lr(s, d, w) for s, d, w in cases])
     if _same_rates(actual, expected):
-        return tr("transformer_lr:checked", "Checked on {n} (step, d_model, warmup) values, before, at and after the "
-                  "warm-up.", n=len(cases))
+        return tr("transformer_lr:checked", "Checked on {n} combinations of step, d_model and warmup, with steps "
+                  "during the warm-up, at its end and after it.", n=len(cases))
     for key, wrong in wrong_rates(cases).items():
         if _same_rates(actual, wrong):
             raise key if isinstance(key, Known) else Known(key)
@@ -157,6 +157,10 @@ LOSS_MISTAKES = {
                            "one, and the mean cross-entropy over the real tokens.",
     "sign_flipped": "your loss is negative, minus the right value: the cross-entropy is MINUS the sum of the smoothed "
                     "target times log_softmax(logits), a positive number that training makes smaller.",
+    "pad_id_hardcoded": "your loss leaves out the positions whose target is 0, not those whose target is "
+                        "self.pad_id: here the pad id is {pad_id}. Compare the target with self.pad_id.",
+    "softmax_wrong_axis": "your log-softmax normalises over the wrong axis: the probabilities of one position sum to "
+                          "1 over the vocabulary, the last axis of logits (dim=-1).",
     "changed_input": TORCH_MISTAKES["changed_input"],
     "wrong_gradients": TORCH_MISTAKES["wrong_gradients"],
 }
@@ -215,6 +219,8 @@ def wrong_losses(logits: torch.Tensor, target: torch.Tensor, eps: float, pad_id:
         Known("not_averaged_over_real_tokens"): masked,
         Known("not_averaged_over_real_tokens"): masked / keep.numel(),
         Known("not_averaged_over_real_tokens"): masked / target.shape[0],
+        # the mean loss of each sentence, then the mean over the sentences
+        Known("not_averaged_over_real_tokens"): ((loss * keep).sum(1) / keep.sum(1).clamp(min=1)).mean(),
         "no_smoothing": _mean(*_smoothed_terms(logits, target, 0.0, pad_id)),
         "probabilities_not_log": _mean(*_smoothed_terms(logits, target, eps, pad_id, log=False)),
         Known("averaged_over_vocabulary"): masked / n / v,
@@ -222,6 +228,12 @@ def wrong_losses(logits: torch.Tensor, target: torch.Tensor, eps: float, pad_id:
         "kl_divergence": masked / n - floor,
         "sign_flipped": -masked / n,
     }
+    if pad_id != 0:  # the positions whose target is 0 left out, in place of the pads
+        wrong[Known("pad_id_hardcoded", pad_id=pad_id)] = _mean(loss, target != 0)
+    for axis in range(logits.dim() - 1):  # the log-softmax over the batch or the positions axis
+        scores = torch.log_softmax(logits, axis)
+        smoothed = torch.full_like(logits, eps / v).scatter(-1, target.unsqueeze(-1), 1 - eps + eps / v)
+        wrong[Known("softmax_wrong_axis")] = _mean(-(smoothed * scores).sum(-1), keep)
     # The Annotated Transformer: eps / (V - 2) on the other tokens, 1 - eps on the right one, 0 in the pad column;
     # as a cross-entropy or a KL divergence, averaged over the real tokens or summed.
     annotated = torch.full_like(logits, eps / (v - 2)).scatter(-1, target.unsqueeze(-1), 1 - eps)
@@ -278,20 +290,21 @@ def check_label_smoothing_loss(loss_class: Any) -> str:
             try:
                 call(result.backward)
             except Mistake as error:
-                raise Known("wrong_gradients", what=what, of="", detail=tr(
-                    "torch:backward_raised", " (backward() raised {error})", error=str(error)[-100:])) from None
+                raise Known("wrong_gradients", what=what, detail=tr(
+                    "torch:backward_failed", "Its backward() raised {error}.", error=str(error)[-100:])) from None
             grad = reference_logits.grad
             got = torch.zeros_like(grad) if student_logits.grad is None else student_logits.grad
             if not torch.allclose(got, grad, rtol=1e-4, atol=1e-6 * (1 + float(grad.abs().max()))):
-                raise Known("wrong_gradients", what=what, of=tr("torch:of", " of {name}", name="logits"), detail="")
+                raise Known("wrong_gradients", what=what, detail=tr(
+                    "torch:gradient_differs", "The gradient of {name} differs from the reference's.", name="logits"))
             continue
         for key, wrong in wrong_losses(logits, target, eps, pad_id).items():
             if is_close(value, wrong, 1e-5):
                 raise key if isinstance(key, Known) else Known(key)
-        raise Mistake(tr("label_smoothing_loss:value_differs", "{what} is {value:.6g}, the reference gives "
-                         "{expected:.6g} (vocabulary V={v}, targets {rows}, pads {pad_id}). The loss is the mean, over "
-                         "the non-pad positions, of minus the sum over the vocabulary of smoothed target * "
-                         "log_softmax(logits).", what=what, value=value, expected=expected, v=v, rows=rows,
-                         pad_id=pad_id))
+        raise Mistake(tr("label_smoothing_loss:value_differs", "{what} returns {value:.6g}, and the reference returns "
+                         "{expected:.6g}, with V = {v} tokens, the targets {rows} and the pad id {pad_id}. The loss is "
+                         "minus the sum, over the vocabulary, of the smoothed target times log_softmax(logits), "
+                         "averaged over the positions whose target is not the pad id.", what=what, value=value,
+                         expected=expected, v=v, rows=rows, pad_id=pad_id))
     return tr("label_smoothing_loss:checked", "Checked with {n} smoothings, pad ids and vocabularies, on batches "
               "with pads.", n=len(cases))

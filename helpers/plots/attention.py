@@ -8,6 +8,7 @@
     plot_heads(weights_per_head, ...)        one heatmap per head                               (03)
     plot_saturation(widths, raw, scaled)     softmax saturation and gradient size against d_k   (02)
     plot_attention_cost(rows)                measured time and memory against L, log-log        (03)
+    plot_rnn_influence(words, moves, scales) how far an RNN's last state moves, per word replaced (02)
 
 The matrix pictures label the rows with the queries and the columns with the keys (token labels on
 both axes), accept numpy arrays or torch tensors, and return what they drew on (the Axes or Figure).
@@ -20,7 +21,7 @@ from typing import Any, Sequence
 import matplotlib.pyplot as plt
 import numpy as np
 
-from ..i18n import tr
+from ..i18n import number, tr
 from ..attention import masked_softmax
 from ..validation import shape_str
 
@@ -294,3 +295,26 @@ def plot_attention_cost(rows: Sequence[dict]):
 
 __all__ = ["plot_attention", "plot_attention_cost", "plot_heads", "plot_mask", "plot_masking", "plot_masks",
            "plot_saturation", "plot_scores"]
+
+
+def plot_rnn_influence(words: Sequence[int], moves: Any, scales: Sequence[float]):
+    """How far the last state of a recurrent network moves when one word is replaced (log scale), against the
+    position of that word: one curve per scale g of the recurrent weights (standard deviation g / sqrt(d)).
+
+    words: the positions replaced (1 = the first word); moves: one row per scale, one column per position.
+    Returns the Axes.
+    """
+    x = _curve(words, "words", int(np.size(words)) if not isinstance(words, (str, bytes)) else -1)
+    g = _curve(scales, "scales", int(np.size(scales)) if not isinstance(scales, (str, bytes)) else -1)
+    array = _matrix(moves, "moves", layout="(len(scales), len(words))").astype(np.float64)
+    if array.shape != (len(g), len(x)) or not np.all(np.isfinite(array)) or not np.all(array > 0):
+        raise ValueError(f"moves must hold one positive distance per scale and word, shape ({len(g)}, {len(x)}), "
+                         f"got shape {shape_str(array.shape)}")
+    _, ax = plt.subplots(figsize=(6, 3.5))
+    for scale, row in zip(g, array):
+        ax.plot(x, row, "o-", markersize=3, label=f"g = {number(scale, 1)}")
+    ax.set(yscale="log", xlabel=tr("plots:word_replaced", "position of the word replaced"),
+           ylabel=tr("plots:last_state_moves", "how far the last state moves"),
+           title=tr("plots:rnn_influence", "a random tanh RNN, recurrent weights of standard deviation g/sqrt(d)"))
+    ax.legend(fontsize="small")
+    return ax
