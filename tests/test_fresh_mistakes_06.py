@@ -768,3 +768,9 @@ def test_fresh_wrong_answer(exercise, what, wrong, code, capsys):
             f"{what}: named {verdict.mistake}: {verdict}"
     else:
         assert verdict.mistake == code, f"{what}: expected {code}, got {verdict.mistake}: {verdict}"
+
+
+def test_named_share():
+    """At least 85% of the fresh wrong answers expect a named hint, which test_fresh_wrong_answer holds each to."""
+    named = sum(code is not None for _, _, _, code in FRESH)
+    assert named >= 0.85 * len(FRESH), f"{named} of {len(FRESH)} named"
