@@ -150,8 +150,10 @@ test-pythons: setup checkpoints
 ONE_THREAD := unit unit-others unit-grader unit-nbgrader unit-colab test-setup browser nbval-editions nbval-notebooks
 $(ONE_THREAD) nbval-solutions-% nbval-notebooks-%: export OMP_NUM_THREADS := 1
 
-# Every model that a notebook 06 loads, trained once, alone, before the runs that execute notebooks 06 (several at
-# a time would each train it, on shared cores); a model already in .cache/checkpoints is loaded (seconds).
+# Every model that a notebook 06 or 07 loads, trained once, alone, before the runs that execute notebooks 06 and 07
+# (several at a time would each train it, on shared cores); a model already in .cache/checkpoints is loaded (seconds).
+# Notebook 07's language model is keyed by its text, this Python's standard library: make test-pythons trains it
+# once more for each other Python, in that Python's strict nbval of the solutions.
 NEEDS_CHECKPOINTS := unit unit-others unit-grader unit-nbgrader unit-colab browser nbval-solutions nbval-editions nbval-notebooks \
                      nbval-notebooks-en
 checkpoints: setup
@@ -207,7 +209,8 @@ nbval-notebooks-%: setup checkpoints
 	@[ -f editions/$*/EDITION ] || { echo "There is no edition '$*': one of $(EDITIONS)." >&2; exit 2; }
 	$(PY) -m pytest $(NBVAL) --nbval-lax editions/$*/notebooks -q
 
-# Stamp the nbgrader metadata (from the exercise registry) into solutions/, then regenerate notebooks/.
+# Stamp the nbgrader metadata (from the exercise registry) into solutions/, then regenerate notebooks/ (one notebook
+# alone: .venv/bin/tfs-make-student solutions/07_gpt.ipynb notebooks).
 student-notebooks: setup
 	$(VENV)/bin/tfs-make-student solutions notebooks
 

@@ -167,7 +167,7 @@ def editions():
 
 
 def runs_without_make(python):
-    """Without make: what make test runs there, one after another: lint, the models notebooks 06 load, the unit
+    """Without make: what make test runs there, one after another: lint, the models notebooks 06 and 07 load, the unit
     tests (the browser and sandbox tests skip themselves, saying why), strict nbval of every solution, lax nbval of
     the English student notebooks (make test's way where Chromium is missing)."""
     runs = [("ruff", [python, "-m", "ruff", "check", "helpers", "course_tools", "tests", "benchmarks",

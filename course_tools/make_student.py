@@ -2,6 +2,7 @@
 
     python -m course_tools.make_student solutions notebooks          # stamp solutions/, write notebooks/
     python -m course_tools.make_student solutions notebooks --check  # change nothing; exit 1 if anything is off
+    python -m course_tools.make_student solutions/07_gpt.ipynb notebooks   # that notebook alone (stamped, written)
 
 Each exercise region of a solution notebook lies between the lines ``# BEGIN SOLUTION`` and ``# END SOLUTION``
 (the form nbgrader and otter-grader both read). Writing stamps each solution's nbgrader metadata
@@ -123,9 +124,17 @@ def render(notebook: nbformat.NotebookNode) -> str:
 
 def generate(solutions_dir: Path, notebooks_dir: Path, check: bool = False, every_exercise: bool | None = None) -> int:
     """Stamp the solutions' nbgrader metadata and write every student notebook (with check=True: change
-    nothing, report every difference). Returns an exit code: 0 fine, 1 --check found problems, 2 bad input."""
+    nothing, report every difference). Returns an exit code: 0 fine, 1 --check found problems, 2 bad input.
+    solutions_dir may name one solution notebook: that one alone is stamped and generated."""
     solutions_dir, notebooks_dir = Path(solutions_dir), Path(notebooks_dir)
-    solutions = sorted(solutions_dir.glob("*.ipynb"))
+    alone = solutions_dir.suffix == ".ipynb"
+    if alone:
+        if not solutions_dir.is_file():
+            print(f"no notebook {solutions_dir}", file=sys.stderr)
+            return 2
+        solutions, solutions_dir, every_exercise = [solutions_dir], solutions_dir.parent, False
+    else:
+        solutions = sorted(solutions_dir.glob("*.ipynb"))
     if not solutions:
         print(f"no notebooks found in {solutions_dir}", file=sys.stderr)
         return 2
@@ -161,7 +170,7 @@ def generate(solutions_dir: Path, notebooks_dir: Path, check: bool = False, ever
     except (NotebookError, MarkerError, MetadataError, ValueError) as error:  # ValueError: pyproject's URL
         print(f"error: {error}", file=sys.stderr)
         return 2
-    extra = sorted({p.name for p in notebooks_dir.glob("*.ipynb")} - {p.name for p in solutions})
+    extra = [] if alone else sorted({p.name for p in notebooks_dir.glob("*.ipynb")} - {p.name for p in solutions})
     if check and (problems or changed or extra):
         for problem in problems:
             print(problem, file=sys.stderr)
@@ -186,7 +195,8 @@ def generate(solutions_dir: Path, notebooks_dir: Path, check: bool = False, ever
 def main(argv: list[str] | None = None) -> int:
     utf8_output()
     parser = argparse.ArgumentParser(description=__doc__.split("\n\n")[0])
-    parser.add_argument("solutions", type=Path, help="folder of solution notebooks (the source)")
+    parser.add_argument("solutions", type=Path,
+                        help="folder of solution notebooks (the source), or one solution notebook alone")
     parser.add_argument("notebooks", type=Path, help="folder of student notebooks to write")
     parser.add_argument("--check", action="store_true",
                         help="write nothing; exit 1 if any metadata, URL or student notebook is off")

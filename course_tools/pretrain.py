@@ -1,11 +1,11 @@
-"""Train once, before the test runs: every checkpoint that a notebook 06 of the course loads.
+"""Train once, before the test runs: every checkpoint that a notebook 06 or 07 of the course loads.
 
-`make test` runs several notebooks 06 at once, each of which would train the same model on shared cores.
-`make checkpoints`, their prerequisite, trains each model once, first: for each notebook 06 (default: every one),
-it runs, in the notebook's folder, only what its train_or_load calls depend on (training_code), so the checkpoint
-keys are the notebook's own; and the solution's notebook 06 once more alone in a folder, as nbgrader's assignment
-of its own has it (no notebook 05 beside it: notebook 05's parts are the reference's). A model already in
-.cache/checkpoints is loaded, as it is in the notebook.
+`make test` runs several notebooks 06 and 07 at once, each of which would train the same model on shared cores.
+`make checkpoints`, their prerequisite, trains each model once, first: for each notebook 06 and 07 (default: every
+one), it runs, in the notebook's folder, only what its train_or_load and train_or_load_gpt calls depend on
+(training_code), so the checkpoint keys are the notebook's own; and the solution's notebooks 06 and 07 once more
+alone in a folder, as nbgrader's assignment of its own has each (no notebook 05 beside it: notebook 05's parts are
+the reference's). A model already in .cache/checkpoints is loaded, as it is in the notebook.
 
     python -m course_tools.pretrain [NOTEBOOK.ipynb ...]
 """
@@ -16,6 +16,7 @@ import argparse
 import ast
 import contextlib
 import io
+import linecache
 import shutil
 import sys
 import tempfile
@@ -27,7 +28,8 @@ from course_tools.console import utf8_output
 from helpers.notebook_io import code_cells, python_lines, read_json_notebook
 
 ROOT = Path(__file__).resolve().parent.parent
-TRAINING = "06_training.ipynb"
+TRAINING = ("06_training.ipynb", "07_gpt.ipynb")  # the notebooks that train models
+TRAINERS = ("train_or_load", "train_or_load_gpt")  # helpers.train_or_load, helpers.gpt_training.train_or_load_gpt
 KEPT = (ast.Import, ast.ImportFrom, ast.FunctionDef, ast.AsyncFunctionDef, ast.ClassDef)
 
 
@@ -35,16 +37,20 @@ def _statements(path: Path) -> list[ast.stmt]:
     """Every top-level statement of the notebook's code cells, in order (IPython's magics left out)."""
     statements = []
     for _, source in code_cells(read_json_notebook(path)):
+        text = python_lines(source)
         try:
-            statements.extend(ast.parse(python_lines(source)).body)
+            body = ast.parse(text).body
         except SyntaxError:  # a student's unfinished cell: nothing of it is needed to train
             continue
+        for statement in body:  # its text as written: the checkpoint keys fingerprint the student's source
+            statement.text = ast.get_source_segment(text, statement) or ast.unparse(statement)
+        statements.extend(body)
     return statements
 
 
 def _trains(statement: ast.stmt) -> bool:
     return any(isinstance(node, ast.Call)
-               and getattr(node.func, "attr", getattr(node.func, "id", None)) == "train_or_load"
+               and getattr(node.func, "attr", getattr(node.func, "id", None)) in TRAINERS
                for node in ast.walk(statement))
 
 
@@ -59,8 +65,9 @@ def _used(statement: ast.stmt) -> set[str]:
 
 
 def training_code(path: Path) -> str:
-    """The notebook's imports, functions and classes, and the statements its train_or_load calls need, in order:
-    each train_or_load statement and, going back, the last assignment before it of every name it reads."""
+    """The notebook's imports, functions and classes, and the statements its train_or_load (and train_or_load_gpt)
+    calls need, in order: each such statement and, going back, the last assignment before it of every name it
+    reads."""
     statements = _statements(path)
     last = max((i for i, s in enumerate(statements) if _trains(s)), default=-1)
     keep = {i for i, s in enumerate(statements[:last + 1]) if isinstance(s, KEPT) or _trains(s)}
@@ -71,26 +78,35 @@ def training_code(path: Path) -> str:
         if source is not None and source not in keep:
             keep.add(source)
             wanted.extend((source, used) for used in _used(statements[source]))
-    return "\n".join(ast.unparse(statements[i]) for i in sorted(keep))
+    return "\n".join(statements[i].text for i in sorted(keep))
 
 
 def pretrain(path: Path) -> list[str]:
-    """Run the training code of one notebook 06: one line per train_or_load call (trained or loaded, where)."""
+    """Run the training code of one notebook 06 or 07: one line per train_or_load or train_or_load_gpt call
+    (trained or loaded, where)."""
     import helpers
+    from helpers import gpt_training
 
     found = []
-    original = helpers.train_or_load
 
-    def train_or_load(*args, **kwargs):
-        kwargs["progress"] = False
-        result = original(*args, **kwargs)
-        found.append(f"{'trained' if result.trained else 'loaded'} {result.path.name} "
-                     f"({result.history.seconds:.0f} s of training)")
-        return result
+    def quiet(original):
+        def train(*args, **kwargs):
+            kwargs["progress"] = False
+            result = original(*args, **kwargs)
+            found.append(f"{'trained' if result.trained else 'loaded'} {result.path.name} "
+                         f"({result.history.seconds:.0f} s of training)")
+            return result
+        return train
 
-    code = compile(training_code(path), f"{path} (its training code)", "exec")
+    text = training_code(path)
+    filename = f"<{path.name}, its training code>"
+    # registered as a kernel registers a cell, so that inspect reads the student's definitions here as in the
+    # notebook: the same source, the same checks passed, the same fingerprint and checkpoint key
+    linecache.cache[filename] = (len(text), None, text.splitlines(keepends=True), filename)
+    code = compile(text, filename, "exec")
     with (contextlib.chdir(path.parent), contextlib.redirect_stdout(io.StringIO()),
-          mock.patch.object(helpers, "train_or_load", train_or_load)):
+          mock.patch.object(helpers, "train_or_load", quiet(helpers.train_or_load)),
+          mock.patch.object(gpt_training, "train_or_load_gpt", quiet(gpt_training.train_or_load_gpt))):
         exec(code, {"__name__": "__pretrain__"})
     return found
 
@@ -98,20 +114,23 @@ def pretrain(path: Path) -> list[str]:
 def main(argv: list[str] | None = None) -> int:
     utf8_output()
     parser = argparse.ArgumentParser(prog="python -m course_tools.pretrain", description=__doc__.splitlines()[0])
-    parser.add_argument("notebooks", nargs="*", type=Path, help=f"notebooks {TRAINING} (default: every one)")
+    parser.add_argument("notebooks", nargs="*", type=Path,
+                        help=f"notebooks {' or '.join(TRAINING)} (default: every one)")
     args = parser.parse_args(argv)
-    notebooks = args.notebooks or sorted(ROOT.glob(f"solutions/{TRAINING}")) + sorted(
-        ROOT.glob(f"notebooks/{TRAINING}")) + sorted(ROOT.glob(f"editions/*/*/{TRAINING}"))
+    notebooks = list(args.notebooks)
     with tempfile.TemporaryDirectory() as alone:
-        if not args.notebooks and (ROOT / "solutions" / TRAINING).exists():  # as nbgrader's assignment of its own
-            notebooks.append(Path(shutil.copy(ROOT / "solutions" / TRAINING, alone)))  # has it: no notebook 05 beside
+        for name in TRAINING if not args.notebooks else ():
+            notebooks += sorted(ROOT.glob(f"solutions/{name}")) + sorted(ROOT.glob(f"notebooks/{name}")) + sorted(
+                ROOT.glob(f"editions/*/*/{name}"))
+            if (ROOT / "solutions" / name).exists():  # as nbgrader's assignment of its own has it: no notebook 05
+                notebooks.append(Path(shutil.copy(ROOT / "solutions" / name, alone)))  # beside it
         for path in notebooks:
             report(path)
     return 0
 
 
 def report(path: Path) -> None:
-    """Pretrain one notebook 06 and print what it trained or loaded (or why its training code failed)."""
+    """Pretrain one notebook 06 or 07 and print what it trained or loaded (or why its training code failed)."""
     start = time.monotonic()
     try:
         lines = pretrain(path.resolve())

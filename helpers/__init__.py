@@ -6,7 +6,7 @@ live apart, in the ``course_tools`` package.
 """
 
 # The language of the messages of helpers (checks, plots, training): set_language("es") for Spanish
-from .i18n import number, set_language
+from .i18n import number, scientific, set_language
 
 # Notebook 01: positional encoding
 from .positional import PositionalEncoding, apply_rope, frequencies, positional_encoding, rotation_matrix
@@ -36,10 +36,11 @@ from .student_code import your_attention_and_encoding, your_recipe, yours_or_ref
 from .plots import (plot_attention, plot_cross_attention, plot_dimensions, plot_encoding, plot_heads, plot_history,
                     plot_mask, plot_schedule)
 from .checks import (check_apply_rope, check_causal_mask, check_combine_heads, check_create_position_matrix,
-                     check_decoder_layer, check_encoder_layer, check_feed_forward, check_greedy_decode,
-                     check_label_smoothing_loss, check_layer_norm, check_masked_softmax, check_multi_head_attention,
-                     check_multi_head_attention_module,
-                     check_padding_mask, check_rotation_matrix, check_scaled_dot_product_attention, check_softmax,
-                     check_split_heads, check_train_step, check_transformer, check_transformer_lr)
+                     check_decoder_layer, check_encoder_layer, check_feed_forward, check_gpt_block,
+                     check_greedy_decode, check_label_smoothing_loss, check_layer_norm, check_masked_softmax,
+                     check_multi_head_attention, check_multi_head_attention_module, check_padding_mask,
+                     check_rotation_matrix, check_sample_next, check_scaled_dot_product_attention, check_softmax,
+                     check_split_heads, check_temperature_probs, check_top_k_filter, check_top_p_filter,
+                     check_train_step, check_transformer, check_transformer_lr)
 
 __version__ = "0.2.0"

@@ -28,7 +28,7 @@ from pathlib import Path
 import torch
 
 from .dates import DateDataset
-from .notebook_io import write_atomically
+from .notebook_io import normalized, write_atomically
 from .training import REFERENCE, History, Recipe, ShuffledBatches, TrainConfig, build_model, default_device, train_model
 from .transformer import Transformer
 
@@ -61,7 +61,7 @@ def checkpoint_key(config: TrainConfig, data: DateDataset, recipe: Recipe = REFE
     here = Path(__file__).resolve().parent
     for name in _CODE_MODULES:
         path = here / name
-        h.update(path.read_bytes() if path.exists() else name.encode())
+        h.update(normalized(path.read_text(encoding="utf-8")).encode() if path.exists() else name.encode())
     return h.hexdigest()[:16]
 
 

@@ -1,4 +1,4 @@
-"""Where notebooks 05 and 06 find the student's saved notebooks 01, 03 and 05: next to the notebook, and in
+"""Where notebooks 05, 06 and 07 find the student's saved notebooks 01, 03 and 05: next to the notebook, and in
 Google Colab also in the student's Google Drive.
 
 A notebook opened alone in Colab has no earlier notebook beside it. The student's own copies are where Colab

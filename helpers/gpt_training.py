@@ -9,6 +9,7 @@
     train_or_load_gpt(config, task, ...)      trained once, then loaded from .cache/checkpoints (as notebook 06)
     your_gpt_parts(folder)                    the student's MultiHeadAttention, LayerNorm, PositionwiseFeedForward
                                               where their checks pass (notebooks 03 and 05), else the references
+    with_your_block(parts, fingerprint, cls)  those parts and the student's GPTBlock, once its check passes
 """
 
 from __future__ import annotations
@@ -30,7 +31,7 @@ from .checkpoints import cache_dir, weights_sha256
 from .dates import EOS, PAD, SOURCE_CHARS, UNK, Vocabulary
 from .gpt import GPT
 from .loss import LabelSmoothingLoss
-from .notebook_io import write_atomically
+from .notebook_io import normalized, write_atomically
 from .sampling import generate
 from .schedule import scheduled_lr
 
@@ -110,7 +111,8 @@ class GPTConfig:
     """Everything that decides a trained GPT (with its data and the code). The schedule is notebook 06's:
     lr_factor x the paper's warm-up formula, with a linear cool-down over the last `cooldown` of the steps;
     schedule="constant" starts at that formula's peak, lr_factor / sqrt(d_model * warmup), keeps it, and
-    cools down the same way (no warm-up)."""
+    cools down the same way (no warm-up); schedule="warmup_constant" rises linearly to that peak over the
+    `warmup` steps, then is "constant" (the two differ in the warm-up steps only)."""
 
     d_model: int = 64
     num_heads: int = 4
@@ -126,12 +128,12 @@ class GPTConfig:
     lr_factor: float = 0.5
     cooldown: float = 0.4
     label_smoothing: float = 0.1
-    schedule: str = "warmup"  # "constant": the warm-up schedule's peak rate from the first step (no warm-up)
+    schedule: str = "warmup"  # "constant": the peak rate from the first step; "warmup_constant": warm-up, then it
     seed: int = 0
 
     def __post_init__(self) -> None:
-        if self.schedule not in ("warmup", "constant"):
-            raise ValueError(f"schedule must be 'warmup' or 'constant', got {self.schedule!r}")
+        if self.schedule not in SCHEDULES:
+            raise ValueError(f"schedule must be one of {', '.join(map(repr, SCHEDULES))}, got {self.schedule!r}")
 
     def to_dict(self) -> dict:
         return asdict(self)
@@ -163,13 +165,21 @@ def peak_rate(step: int, d_model: int, warmup: int) -> float:
     return (d_model * warmup) ** -0.5
 
 
+def warmup_then_peak(step: int, d_model: int, warmup: int) -> float:
+    """A linear rise to the warm-up formula's peak over the warm-up steps (the formula itself there), then the peak."""
+    return (d_model * warmup) ** -0.5 * min(1.0, step / warmup)
+
+
+SCHEDULES = {"warmup": None, "constant": peak_rate, "warmup_constant": warmup_then_peak}  # None: transformer_lr
+
+
 def train_gpt(model: GPT, batches: Iterator, config: GPTConfig, device: str = "cpu", progress: bool = True,
               sample: Callable[[GPT], str] | None = None, sample_every: int = 100) -> GPTHistory:
     """Train for config.steps steps; the loss (label smoothing, <pad> labels not scored) of each step is recorded.
     sample(model), if given, writes a text every sample_every steps (in eval mode, not counted in the time)."""
     model.to(device).train()
     optimizer = torch.optim.Adam(model.parameters(), lr=1.0, betas=(0.9, 0.98), eps=1e-9)
-    formula = peak_rate if config.schedule == "constant" else None  # None: the paper's warm-up formula
+    formula = SCHEDULES[config.schedule]  # None: the paper's warm-up formula
     schedule = torch.optim.lr_scheduler.LambdaLR(optimizer, lambda i: scheduled_lr(i + 1, config, formula))
     loss_fn = LabelSmoothingLoss(config.label_smoothing, DATE_VOCAB.pad_id)
     history = GPTHistory(device=str(device), threads=torch.get_num_threads())
@@ -236,9 +246,10 @@ def code_key() -> str:
     h = hashlib.sha256()
     here = Path(__file__).resolve().parent
     for name in CODE_MODULES:
-        h.update((here / name).read_bytes())
-    for obj in (encode_date_pairs, SequenceBatches, TextBatches, GPTConfig, build_gpt, peak_rate, train_gpt):
-        h.update(inspect.getsource(obj).encode("utf-8"))
+        h.update(normalized((here / name).read_text(encoding="utf-8")).encode())
+    for obj in (encode_date_pairs, SequenceBatches, TextBatches, GPTConfig, build_gpt, peak_rate, warmup_then_peak,
+                train_gpt):
+        h.update(normalized(inspect.getsource(obj)).encode())
     return h.hexdigest()
 
 
@@ -322,10 +333,23 @@ def your_gpt_parts(folder: str | Path = ".") -> tuple[dict[str, Any], dict[str, 
     return parts, origin, fingerprint
 
 
+def with_your_block(parts: dict[str, Any], fingerprint: str, block: Any) -> tuple[dict[str, Any], str]:
+    """(parts, fingerprint) for a GPT of pre-norm blocks: block (the student's GPTBlock class of notebook 07) added
+    as block= when its check passes, and its source added to the fingerprint; parts and fingerprint unchanged
+    otherwise (the GPT then builds helpers.gpt.GPTBlock on the parts)."""
+    from .checks import gpt_block  # registers the exercise
+    from .student_code import Choice, source_of, verdict_quietly
+
+    if not verdict_quietly(gpt_block.check_gpt_block, block):
+        return dict(parts), fingerprint
+    own = Choice({}, {}, {}, {"GPTBlock": source_of(block)}).fingerprint()
+    return {**parts, "block": block}, hashlib.sha256(f"{fingerprint}\n{own}".encode()).hexdigest()[:16]
+
+
 def replace(config: GPTConfig, **changes: Any) -> GPTConfig:
     return dataclasses.replace(config, **changes)
 
 
 __all__ = ["DATE_VOCAB", "SEP", "TARGET_LENGTH", "GPTConfig", "GPTHistory", "GPTResult", "SequenceBatches",
-           "TextBatches", "build_gpt", "checkpoint_path", "encode_date_pairs", "load_gpt", "predict_dates",
-           "replace", "text_loss", "train_gpt", "train_or_load_gpt", "your_gpt_parts"]
+           "SCHEDULES", "TextBatches", "build_gpt", "checkpoint_path", "encode_date_pairs", "load_gpt", "predict_dates",
+           "replace", "text_loss", "train_gpt", "train_or_load_gpt", "with_your_block", "your_gpt_parts"]

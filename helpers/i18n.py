@@ -92,5 +92,15 @@ def number(value: float, decimals: int = 0, *, in_language: str | None = None) -
     return text.translate({ord(","): "\0", ord("."): "\1"}).replace("\0", thousands).replace("\1", mark)
 
 
+def scientific(value: float, digits: int = 1, *, in_language: str | None = None) -> str:
+    """value in scientific notation with `digits` digits after the current language's decimal mark:
+    scientific(7.6e-06) is "7.6e-06" in English and Spanish, "7,6e-06" in Portuguese and Vietnamese;
+    scientific(0) is "0.0e+00"."""
+    if isinstance(digits, bool) or not isinstance(digits, int) or digits < 0:
+        raise ValueError(f"digits must be a non-negative integer, got {digits!r}")
+    mantissa, exponent = f"{value:.{digits}e}".split("e")
+    return f"{number(float(mantissa), digits, in_language=in_language)}e{exponent}"
+
+
 __all__ = ["EDITIONS_DIR", "LANGUAGES", "LANGUAGE_NAMES", "NUMBER_FORMAT", "catalog", "get_language", "number",
-           "set_language", "tr"]
+           "scientific", "set_language", "tr"]

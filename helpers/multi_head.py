@@ -4,7 +4,8 @@
 
 Row-vector convention: W^Q, W^K, W^V of shape (d_model, h * d_k) hold the h per-head matrices
 (d_model, d_k) side by side (head i owns columns i*d_k .. (i+1)*d_k - 1); W^O is (h * d_v, d_model).
-Here d_k = d_v = d_model / h, so all four are (d_model, d_model).
+Here d_k = d_v = d_model / h, so all four are (d_model, d_model). The paper's projections are plain matrices,
+without biases; the optional biases b_* of ``multi_head_attention`` are those nn.Linear adds in the torch module.
 
 Masks are boolean, True = may attend, broadcastable to the weights (batch, h, L_q, L_k).
 A fully masked query row gets zero weights and a zero attention output (never NaN).
@@ -121,14 +122,17 @@ def masked_attention_weights(scores: torch.Tensor, mask: torch.Tensor | None = N
 
 
 class MultiHeadAttention(nn.Module):
-    """Multi-head attention with nn.Linear projections w_q, w_k, w_v, w_o (each d_model -> d_model, with bias).
+    """Multi-head attention with nn.Linear projections w_q, w_k, w_v, w_o (each d_model -> d_model, with bias:
+    the paper's W^Q, W^K, W^V, W^O have none; nn.Linear, nn.MultiheadAttention and the Annotated Transformer add one).
 
     forward(query, key, value, mask=None):
         query (batch, L_q, d_model), key and value (batch, L_k, d_model),
         mask boolean, True = may attend, broadcastable to (batch, h, L_q, L_k)
         -> output (batch, L_q, d_model).
-    After each call ``self.attention_weights`` holds the weights (batch, h, L_q, L_k), detached and
-    taken before dropout, for plotting. Dropout (p=dropout) is applied to the attention weights.
+    Only when ``self.store_attention_weights`` is True (False by default) does a call keep its weights
+    (batch, h, L_q, L_k), detached and taken before dropout, in ``self.attention_weights``, for plots:
+    training does not keep one such tensor per layer alive. ``helpers.attention_maps`` turns it on for one call.
+    Dropout (p=dropout) is applied to the attention weights.
     A fully masked query row gets zero weights and a zero attention output, never NaN.
 
     nn.Linear stores weight as (out, in) and computes x @ weight.T + bias, so the numpy W^Q of the
@@ -148,6 +152,7 @@ class MultiHeadAttention(nn.Module):
         self.w_v = nn.Linear(self.d_model, self.d_model)
         self.w_o = nn.Linear(self.d_model, self.d_model)
         self.dropout = nn.Dropout(probability(dropout, "dropout"))
+        self.store_attention_weights = False  # True: forward keeps its weights in attention_weights, for plots
         self.attention_weights: torch.Tensor | None = None
 
     def _split(self, x: torch.Tensor) -> torch.Tensor:
@@ -195,7 +200,8 @@ class MultiHeadAttention(nn.Module):
         if mask is not None:
             mask = self._check_mask(mask, tuple(scores.shape)).to(scores.device)
         weights = masked_attention_weights(scores, mask)  # (batch, h, L_q, L_k)
-        self.attention_weights = weights.detach()
+        if self.store_attention_weights:  # only when asked: a plot needs them, training does not
+            self.attention_weights = weights.detach()
         heads = self.dropout(weights) @ v  # (batch, h, L_q, d_v)
         concat = heads.transpose(1, 2).reshape(batch, length_q, self.d_model)  # (batch, L_q, h * d_v)
         return self.w_o(concat)

@@ -3,6 +3,7 @@
     read_json_notebook(path)     the notebook's JSON as a dict (UTF-8; a ValueError in one line if it is none)
     code_cells(notebook)         (index, source) of each code cell
     python_lines(source)         a cell's source without IPython's magics and shell escapes, line numbers kept
+    normalized(source)           the code without comments, docstrings and layout: equal for equal code
     write_atomically(path, text) UTF-8 text written whole through a temporary file and a rename, or not at all
     cached_by_content(function)  function(path) computed again only when the file's bytes have changed
 
@@ -14,13 +15,17 @@ reading a saved notebook's cells needs none of it.
 
 from __future__ import annotations
 
+import ast
 import functools
 import hashlib
+import io
 import json
 import os
 import re
 import stat
 import tempfile
+import textwrap
+import tokenize
 from pathlib import Path
 from typing import Any, Callable
 
@@ -59,6 +64,33 @@ def python_lines(source: str) -> str:
     with %name, %%name or !command) made blank, so that what is left parses as Python and keeps its line
     numbers. A continuation line that starts with the operator % or != is Python, and stays."""
     return "\n".join("" if MAGIC_LINE.match(line) else line for line in source.splitlines())
+
+
+def normalized(source: str) -> str:
+    """The code of source without its comments, docstrings, blank lines and runs of spaces: equal for equal
+    code, on every Python version (it cuts by the positions ast and tokenize report; ast.unparse differs
+    between 3.11 and 3.12). So the English and the Spanish notebook, whose code differs only in comments and
+    docstrings, share one trained checkpoint, and editing a helper's prose retrains nothing."""
+    source = textwrap.dedent(source)
+    lines = source.splitlines()
+    cuts = []  # (first line, first column, last line, end column), lines counted from 1, columns in characters
+    try:
+        for node in ast.walk(ast.parse(source)):
+            body = getattr(node, "body", None)
+            if (isinstance(node, (ast.Module, ast.ClassDef, ast.FunctionDef, ast.AsyncFunctionDef)) and body
+                    and isinstance(body[0], ast.Expr) and isinstance(body[0].value, ast.Constant)
+                    and isinstance(body[0].value.value, str)):
+                doc = body[0]  # ast counts columns in UTF-8 bytes
+                start = len(lines[doc.lineno - 1].encode()[:doc.col_offset].decode())
+                end = len(lines[doc.end_lineno - 1].encode()[:doc.end_col_offset].decode())
+                cuts.append((doc.lineno, start, doc.end_lineno, end))
+        cuts += [(*token.start, *token.end) for token in tokenize.generate_tokens(io.StringIO(source).readline)
+                 if token.type == tokenize.COMMENT]
+    except (SyntaxError, tokenize.TokenError):
+        return source
+    for first, start, last, end in sorted(cuts, reverse=True):  # from the end, so earlier positions stay valid
+        lines[first - 1:last] = [lines[first - 1][:start] + lines[last - 1][end:]]
+    return "\n".join(line[:len(line) - len(line.lstrip())] + " ".join(line.split()) for line in lines if line.strip())
 
 
 def write_atomically(path: str | Path, text: str | None = None, *, writer: Callable[[Path], None] | None = None,
@@ -116,5 +148,5 @@ def cached_by_content(function: Callable[[Path], Any]) -> Callable[[Path], Any]:
     return cached
 
 
-__all__ = ["cached_by_content", "cell_source", "code_cells", "file_mode", "python_lines", "read_json_notebook",
-           "write_atomically"]
+__all__ = ["cached_by_content", "cell_source", "code_cells", "file_mode", "normalized", "python_lines",
+           "read_json_notebook", "write_atomically"]

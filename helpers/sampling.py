@@ -110,7 +110,7 @@ class GPTCache:
         # query i (position start + i) may attend to the keys at positions 0 .. start + i
         mask = torch.ones(n, start + n, dtype=torch.bool, device=ids.device).tril(start)[None, None]
         for i, block in enumerate(model.blocks):
-            if block.norm_first:
+            if getattr(block, "norm_first", model.norm_first):  # a student's GPTBlock is pre-norm and may not say so
                 x = x + self.attention(i, block.self_attn, block.norm1(x), mask)
                 x = x + block.ff(block.norm2(x))
             else:

@@ -46,7 +46,7 @@ from typing import Any, Callable
 from .checks import EXERCISES, Exercise, exercises_in
 from .earlier_notebooks import find_notebooks
 from .i18n import tr
-from .notebook_io import code_cells, python_lines, read_json_notebook
+from .notebook_io import code_cells, normalized, python_lines, read_json_notebook
 
 PRELUDE = "import math\nimport numpy as np\nimport torch\nfrom torch import nn\nimport torch.nn.functional as F\n"
 KEPT = (ast.Import, ast.ImportFrom, ast.FunctionDef, ast.AsyncFunctionDef, ast.ClassDef)
@@ -119,25 +119,6 @@ def cell_filename(path: Path, index: int, source: str) -> str:
     lines = [line + "\n" for line in source.split("\n")]
     linecache.cache[filename] = (len(source), None, lines, filename)  # no time stamp: checkcache keeps it
     return filename
-
-
-def normalized(source: str) -> str:
-    """The code of source without its comments, docstrings and layout: equal for equal code.
-
-    So two notebooks whose code differs only in comments, docstrings or spacing (the English and
-    the Spanish edition, say) share one trained checkpoint.
-    """
-    try:
-        tree = ast.parse(textwrap.dedent(source))
-    except SyntaxError:
-        return source
-    for node in ast.walk(tree):
-        body = getattr(node, "body", None)
-        if (isinstance(node, (ast.FunctionDef, ast.AsyncFunctionDef, ast.ClassDef, ast.Module)) and body
-                and isinstance(body[0], ast.Expr) and isinstance(body[0].value, ast.Constant)
-                and isinstance(body[0].value.value, str)):
-            node.body = body[1:] or [ast.Pass()]
-    return ast.unparse(tree)
 
 
 def source_of(obj: Any) -> str:

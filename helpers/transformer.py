@@ -103,9 +103,10 @@ class Transformer(nn.Module):
             self.generator.weight = self.src_embed.weight  # one matrix, three uses
 
     def _reset_parameters(self) -> None:
-        """Xavier-uniform for every matrix (as nn.Transformer and the Annotated Transformer do), then the
-        embeddings drawn from N(0, 1/d_model): after the sqrt(d_model) scaling their entries have
-        standard deviation 1, the scale of the positional encoding's sines and cosines."""
+        """Xavier-uniform for every matrix, as the Annotated Transformer does (nn.Transformer too, but it
+        draws W^Q, W^K, W^V as one packed (3 d_model, d_model) matrix, whose bound sqrt(6 / (4 d_model)) is
+        1/sqrt(2) of ours), then the embeddings drawn from N(0, 1/d_model): after the sqrt(d_model) scaling
+        their entries have standard deviation 1, the scale of the positional encoding's sines and cosines."""
         for p in self.parameters():
             if p.dim() > 1:
                 nn.init.xavier_uniform_(p)
@@ -239,19 +240,30 @@ def parameter_breakdown(model: Transformer) -> "OrderedDict[str, int]":
 def attention_maps(model: Transformer, src: torch.Tensor, tgt: torch.Tensor) -> dict[str, list[torch.Tensor]]:
     """Run the model once (eval mode, no gradient) and collect every layer's attention weights.
 
+    Each attention module stores its weights only while its ``store_attention_weights`` is True: it is turned
+    on for this one call, then set back (and the stored weights dropped from the modules).
     Returns {"encoder": [(batch, h, L_src, L_src) per layer], "decoder_self": [(batch, h, L_tgt, L_tgt)],
     "cross": [(batch, h, L_tgt, L_src)]}: row = query (the position that looks), column = key.
     """
+    groups = {"encoder": [layer.self_attn for layer in model.encoder.layers],
+              "decoder_self": [layer.self_attn for layer in model.decoder.layers],
+              "cross": [layer.cross_attn for layer in model.decoder.layers]}
+    modules = [module for group in groups.values() for module in group]
+    asked = [getattr(module, "store_attention_weights", False) for module in modules]
     was_training = model.training
     model.eval()
-    with torch.no_grad():
-        model(src, tgt)
-    model.train(was_training)
-    return {
-        "encoder": [layer.self_attn.attention_weights.cpu() for layer in model.encoder.layers],
-        "decoder_self": [layer.self_attn.attention_weights.cpu() for layer in model.decoder.layers],
-        "cross": [layer.cross_attn.attention_weights.cpu() for layer in model.decoder.layers],
-    }
+    try:
+        for module in modules:
+            module.store_attention_weights = True
+        with torch.no_grad():
+            model(src, tgt)
+        return {name: [module.attention_weights.cpu() for module in group] for name, group in groups.items()}
+    finally:
+        model.train(was_training)
+        for module, before in zip(modules, asked):
+            module.store_attention_weights = before
+            if not before:
+                module.attention_weights = None
 
 
 __all__ = ["PAPER_TABLE3", "PAPER_VOCAB_SIZE", "Decoder", "DecoderLayer", "Encoder", "EncoderLayer", "LayerNorm",

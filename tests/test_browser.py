@@ -27,7 +27,8 @@ page, and reads each output's type from the notebook model, which the page does 
 
 Every wait is for an event (a server that answers, a kernel that is idle, a cell that finished) and long enough
 for a cold run on a machine half as fast as a busy CI machine: a notebook may take as long as it needs while its
-cells keep finishing (notebook 06 loads the models that `make checkpoints` trained, or trains them when run alone).
+cells keep finishing (notebooks 06 and 07 load the models that `make checkpoints` trained, or train them when run
+alone).
 """
 
 from __future__ import annotations
@@ -59,7 +60,7 @@ from helpers.i18n import tr
 CHROMIUM, CHROMEDRIVER = Path("/usr/bin/chromium"), Path("/usr/bin/chromedriver")
 SCREENSHOTS = ROOT / ".cache" / "browser-screenshots"
 WORK = ROOT / ".cache" / "browser-notebooks"  # the copies JupyterLab opens (the repository's notebooks stay shut)
-CELL_TIMEOUT = 1200  # seconds one cell may run (notebook 06 trains its models when no checkpoint is cached)
+CELL_TIMEOUT = 1200  # seconds one cell may run (notebooks 06 and 07 train their models when no checkpoint is cached)
 START_TIMEOUT = 300  # seconds for a server, a page or a kernel to start on a busy machine
 POLL = 0.25  # seconds between two looks at the page
 

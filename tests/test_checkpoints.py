@@ -161,3 +161,13 @@ def test_train_or_load_names_a_wrong_argument(tiny_data, argument, error):
     arguments = {"config": TINY, "data": tiny_data, argument: "x"}
     with pytest.raises(error, match=f"^{argument} must be a helpers"):
         train_or_load(**arguments)
+
+
+def test_the_code_key_ignores_comments_docstrings_and_blank_lines_only():
+    from helpers.notebook_io import normalized as code_text
+    source = 'def f(x):\n    """Return x + 1 (é)."""\n    return x + 1  # one more\n'
+    edited = 'def f(x):\n    """Return x plus one, a longer docstring\n    over two lines."""\n\n    return x + 1\n'
+    changed = 'def f(x):\n    """Return x + 1 (é)."""\n    return x + 2  # one more\n'
+    assert code_text(source) == code_text(edited) == "def f(x):\n    return x + 1"
+    assert code_text(changed) != code_text(source)
+    assert code_text('x = "# not a comment"\n') == 'x = "# not a comment"'

@@ -49,6 +49,10 @@ def run(candidate, capsys=None) -> Verdict:
     return verdict
 
 
+# The solution stores its weights only when asked, in two lines.
+STORE = ("if self.store_attention_weights:  # only when asked: a plot needs them, training does not\n"
+         "            self.attention_weights = weights.detach()")
+
 # (code, old, new): one student-style change of the solution's forward per usual mistake.
 EDITS = [
     ("no_scaling", " / math.sqrt(self.d_k)", ""),
@@ -64,10 +68,11 @@ EDITS = [
      ("float('-inf')", "pass")),
     ("fully_masked_uniform", "weights = weights.masked_fill(~mask, 0.0)", "pass"),
     ("dropout_missing", "self.dropout(weights) @ v", "weights @ v"),
-    ("weights_after_dropout", "self.attention_weights = weights.detach()\n        heads = self.dropout(weights) @ v",
-     "weights = self.dropout(weights)\n        self.attention_weights = weights.detach()\n        heads = weights @ v"),
+    ("weights_after_dropout", STORE + "\n        heads = self.dropout(weights) @ v",
+     "weights = self.dropout(weights)\n        " + STORE + "\n        heads = weights @ v"),
     ("weights_not_detached", "self.attention_weights = weights.detach()", "self.attention_weights = weights"),
     ("weights_not_stored", "self.attention_weights = weights.detach()", "pass"),
+    ("weights_stored_unasked", STORE, "self.attention_weights = weights.detach()"),  # the flag ignored
     ("returned_tuple", "return self.w_o(concat)", "return self.w_o(concat), weights"),
     ("changed_input", "scores = scores.masked_fill(~mask", "mask.logical_not_(); mask.logical_not_(); "
      "query.data.add_(0); mask[..., 0] = False; scores = scores.masked_fill(~mask"),
@@ -163,8 +168,12 @@ def test_the_solution_can_replace_the_reference_in_a_layer():
     mask = torch.ones(2, 1, 1, 5, dtype=torch.bool)
     mask[1, ..., -2:] = False
     torch.testing.assert_close(mine(x, mask), layer(x, mask))
+    assert mine.self_attn.attention_weights is None and layer.self_attn.attention_weights is None  # not asked
+    mine.self_attn.store_attention_weights = layer.self_attn.store_attention_weights = True
+    torch.testing.assert_close(mine(x, mask), layer(x, mask))
+    assert mine.self_attn.attention_weights.shape == (2, 4, 5, 5)
     torch.testing.assert_close(mine.self_attn.attention_weights, layer.self_attn.attention_weights)
-    for name in ("d_model", "num_heads", "d_k", "w_q", "w_k", "w_v", "w_o", "dropout"):
+    for name in ("d_model", "num_heads", "d_k", "w_q", "w_k", "w_v", "w_o", "dropout", "store_attention_weights"):
         assert hasattr(mine.self_attn, name), name
 
 

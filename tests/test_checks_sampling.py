@@ -46,7 +46,13 @@ TEMPERATURE_WRONG = {
 }
 
 
-@pytest.mark.parametrize("candidate", [temperature_right, temperature_by_hand, temperature_numpy])
+def temperature_as_a_power(logits, temperature):  # p ** (1 / T), renormalised: the same distribution
+    probs = torch.softmax(logits, dim=-1) ** (1 / temperature)
+    return probs / probs.sum(dim=-1, keepdim=True)
+
+
+@pytest.mark.parametrize("candidate", [temperature_right, temperature_by_hand, temperature_numpy,
+                                       temperature_as_a_power])
 def test_temperature_right_answers_pass(candidate, capsys):
     assert verdict(check_temperature_probs, candidate, capsys), verdict(check_temperature_probs, candidate)
 
@@ -216,6 +222,14 @@ def top_p_sorted_order(probs, p):
     return out / out.sum(dim=-1, keepdim=True)
 
 
+def top_p_hf_style_without_the_shift(probs, p):  # removes the token whose cumulative sum crosses p
+    sorted_probs, order = torch.sort(probs, descending=True)
+    remove = torch.cumsum(sorted_probs, dim=-1) > p
+    out = probs.clone()
+    out[remove.scatter(-1, order, remove)] = 0
+    return out / out.sum(-1, keepdim=True)
+
+
 TOP_P_WRONG = {"excludes_crossing_token": top_p_excludes_crossing, "not_renormalised": top_p_not_normalised,
                "unsorted_cumsum": top_p_unsorted, "ascending_sort": top_p_ascending,
                "order_not_restored": top_p_sorted_order}
@@ -230,6 +244,11 @@ def test_top_p_right_answers_pass(candidate, capsys):
 def test_top_p_wrong_answer_gets_its_code(code):
     v = verdict(check_top_p_filter, TOP_P_WRONG[code])
     assert not v and v.mistake == code, v
+
+
+def test_top_p_removal_without_the_shift_excludes_the_crossing_token():
+    v = verdict(check_top_p_filter, top_p_hf_style_without_the_shift)
+    assert v.mistake == "excludes_crossing_token", v
 
 
 def test_top_p_every_declared_mistake_is_tested():
@@ -322,3 +341,16 @@ def test_sample_every_declared_mistake_is_tested():
 def test_odd_answers_fail_in_one_line(check, candidate):
     v = verdict(check, candidate)
     assert not v and "\n" not in str(v)
+
+
+@pytest.mark.parametrize("check, candidate", [
+    *[(check_temperature_probs, wrong) for wrong in TEMPERATURE_WRONG.values()],
+    (check_temperature_probs, lambda logits, t: torch.softmax(logits, dim=-1) / t),
+    *[(check_top_k_filter, wrong) for wrong in TOP_K_WRONG.values()], (check_top_k_filter, top_k_argsort),
+    *[(check_top_p_filter, wrong) for wrong in TOP_P_WRONG.values()],
+    (check_top_p_filter, top_p_hf_style_without_the_shift),
+    *[(check_sample_next, wrong) for wrong in SAMPLE_WRONG.values()]])
+def test_each_hint_names_the_call_it_tested(check, candidate):
+    v = verdict(check, candidate)
+    assert not v and "{" not in str(v) and "}" not in str(v), v
+    assert check.__name__.removeprefix("check_") + "(" in str(v).split(":", 1)[1], v

@@ -1,7 +1,7 @@
 """Every notebook runs in Google Colab as it is: its first code cell installs the course's helpers where they
 cannot be imported (from pyproject.toml's [project.urls], or TFS_INSTALL_URL) and does nothing where they can;
-each notebook links to itself in Colab; notebooks 05 and 06 find the student's earlier notebooks in Google Drive
-or say in one line how to provide them. The last test runs English notebooks the way Colab would: each copied
+each notebook links to itself in Colab; notebooks 05, 06 and 07 find the student's earlier notebooks in Google
+Drive or say in one line how to provide them. The last test runs English notebooks the way Colab would: each copied
 alone into an empty folder, in a fresh virtual environment that has torch, numpy, matplotlib and ipykernel but
 not the course."""
 
@@ -25,6 +25,7 @@ import helpers.earlier_notebooks as earlier_notebooks
 from course_tools.colab import (colab_link, course_url, install_url, stamp_colab, student_notebook_path,
                                 without_urls)
 from course_tools.make_student import generate
+from helpers.checkpoints import cache_dir
 from helpers.earlier_notebooks import find_notebooks
 from helpers.notebook_io import python_lines
 
@@ -207,8 +208,8 @@ def test_your_recipe_looks_for_the_three_notebooks_at_once_and_says_so_in_one_li
 
 
 # ------------------------------------------------------------------------------- as Colab runs a notebook
-# Every English student notebook: about 2.6 CPU-minutes for the six, 25 s of it notebook 01's (a busy 2-core
-# machine, the models of notebook 06 trained before, as make test trains them).
+# Every English student notebook: about 2.6 CPU-minutes for the first six, 25 s of it notebook 01's (a busy 2-core
+# machine, the models of notebooks 06 and 07 trained before, as make test trains them), plus notebook 07's run.
 # TFS_COLAB_NOTEBOOKS="01_positional_encoding 06_training" runs only those.
 AS_IN_COLAB = os.environ.get("TFS_COLAB_NOTEBOOKS", "").split() or sorted(p.stem for p in SOLUTIONS)
 
@@ -255,7 +256,7 @@ def test_a_notebook_alone_in_a_fresh_environment_installs_the_course_and_runs(st
     shutil.copy(ROOT / "notebooks" / f"{stem}.ipynb", folder)
     monkeypatch.setenv("JUPYTER_PATH", str(tmp_path / "jupyter"))
     monkeypatch.setenv("TFS_INSTALL_URL", str(ROOT))
-    monkeypatch.setenv("TFS_CACHE_DIR", str(ROOT / ".cache" / "checkpoints"))  # notebook 06: the models trained once
+    monkeypatch.setenv("TFS_CACHE_DIR", str(cache_dir()))  # notebooks 06 and 07: the models make checkpoints trained
     monkeypatch.setenv("PIP_NO_INDEX", "1")  # nothing is downloaded: the course's dependencies are all lent
     monkeypatch.setenv("PIP_NO_BUILD_ISOLATION", "0")  # pip's inverted switch: "0" builds with the lent setuptools
     monkeypatch.delenv("PYTHONPATH", raising=False)
@@ -268,7 +269,7 @@ def test_a_notebook_alone_in_a_fresh_environment_installs_the_course_and_runs(st
     assert Path(installed[0]).is_relative_to(tmp_path / "venv"), "helpers installed by the first cell, in the fresh one"
     assert json.loads(installed[1])["url"] == ROOT.as_uri(), "from TFS_INSTALL_URL"
     assert sorted(p.name for p in folder.iterdir() if p.suffix == ".ipynb") == [f"{stem}.ipynb"]
-    if stem == "06_training":
+    if stem in ("06_training", "07_gpt"):  # both read the student's notebooks 01, 03 and 05
         printed = "".join(output.get("text", "") for cell in notebook.cells for output in cell.get("outputs", []))
         assert ("Not found next to this notebook: 01_positional_encoding.ipynb, 03_multi_head_attention.ipynb, "
                 "05_transformer.ipynb.") in printed, "says in one line how to provide them, and runs on the reference"

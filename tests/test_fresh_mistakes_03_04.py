@@ -225,6 +225,11 @@ MODULE = [
                                                              "self.attention_weights = weights.detach()\n"
                                                              "        heads = weights @ v")], "weights_after_dropout"),
     ("weights stored without detach", [(STORE, "self.attention_weights = weights")], "weights_not_detached"),
+    ("weights stored on every call, store_attention_weights ignored",
+     [("if self.store_attention_weights:  # only when asked: a plot needs them, training does not\n"
+       "            " + STORE, STORE)], "weights_stored_unasked"),
+    ("weights stored only when store_attention_weights is False",
+     [("if self.store_attention_weights:", "if not self.store_attention_weights:")], "weights_not_stored"),
     ("no dropout", [(DROP, "heads = weights @ v")], "dropout_missing"),
     ("dropout on the output instead of the weights", [(DROP, "heads = weights @ v"),
                                                        ("return self.w_o(concat)",

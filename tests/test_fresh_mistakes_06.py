@@ -100,6 +100,17 @@ def ls_all_positions(self, logits, target):
     return -(smoothed * log_probs).sum(-1).mean()
 
 
+def ls_mean_of_real(self, logits, target):
+    """The mean over the real positions, with nothing for a batch of pads only (0 / 0 = nan there)."""
+    eps, V = self.smoothing, logits.shape[-1]
+    log_probs = torch.log_softmax(logits, dim=-1)
+    smoothed = torch.full_like(log_probs, eps / V)
+    smoothed.scatter_(-1, target.unsqueeze(-1), 1 - eps + eps / V)
+    loss = -(smoothed * log_probs).sum(-1)
+    mask = target != self.pad_id
+    return (loss * mask).sum() / mask.sum()
+
+
 def ls_t2t(self, logits, target):
     eps, V = self.smoothing, logits.shape[-1]
     log_probs = torch.log_softmax(logits, dim=-1)
@@ -698,6 +709,8 @@ FRESH = [
     ("label_smoothing_loss", "F.cross_entropy(label_smoothing=)", loss_class(ls_builtin), "used_off_limits"),
     ("label_smoothing_loss", "log_softmax over the positions axis", loss_class(ls_softmax_wrong_axis),
      "softmax_wrong_axis"),
+    ("label_smoothing_loss", "the count of real positions not guarded (a batch of pads only)",
+     loss_class(ls_mean_of_real), "all_pad_batch"),
     ("train_step", "zero_grad never called", ts_no_zero_grad, "no_zero_grad"),
     ("train_step", "zero_grad after backward", ts_zero_after_backward, "zero_grad_after_backward"),
     ("train_step", "no shift at all", ts_no_shift, "no_shift"),

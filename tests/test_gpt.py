@@ -3,6 +3,9 @@ never looks ahead, the KV cache gives the same tokens, weight tying saves one ma
 what their docstrings say, the training text is read the same way every time; and the block's check names each
 known mistake (wrong answers written as students write them)."""
 
+import shutil
+
+import nbformat
 import pytest
 import torch
 from torch import nn
@@ -279,3 +282,89 @@ def test_generate_reads_the_last_max_len_tokens_beyond_the_context():
     greedy = generate(model, ids, 40, temperature=0)
     last = model(greedy[:, -25:-1])[:, -1].argmax(-1)  # the last token, from the 24 tokens before it
     assert torch.equal(greedy[:, -1], last)
+
+
+# ---------------------------------------------------------------------- the student's parts in the trained GPTs
+PART_CLASSES = {"attention": "MultiHeadAttention", "layer_norm": "LayerNorm", "feed_forward": "PositionwiseFeedForward"}
+
+
+def test_without_earlier_notebooks_the_parts_are_the_references(tmp_path):
+    parts, origin, fingerprint = gpt_training.your_gpt_parts(tmp_path)
+    assert set(origin.values()) == {"reference"} and fingerprint == ""
+    assert parts == {"attention": MultiHeadAttention, "layer_norm": LayerNorm, "feed_forward": PositionwiseFeedForward}
+
+
+def test_the_students_passing_parts_build_the_trained_gpt_and_key_its_checkpoint(tmp_path, monkeypatch, root):
+    for stem in ("01_positional_encoding", "03_multi_head_attention", "05_transformer"):
+        shutil.copy(root / "solutions" / f"{stem}.ipynb", tmp_path)
+    parts, origin, fingerprint = gpt_training.your_gpt_parts(tmp_path)
+    assert origin == {name: "yours" for name in PART_CLASSES.values()} and fingerprint
+    assert all(parts[keyword].__name__ == name and parts[keyword] is not reference
+               for (keyword, name), reference in zip(PART_CLASSES.items(),
+                                                     (MultiHeadAttention, LayerNorm, PositionwiseFeedForward)))
+    monkeypatch.setenv("TFS_CACHE_DIR", str(tmp_path / "cache"))
+    config = gpt_training.GPTConfig(d_model=8, num_heads=2, num_layers=1, d_ff=16, max_len=16, batch_size=4, steps=2,
+                                    warmup=1)
+    ids = torch.randint(0, 30, (200,), generator=torch.Generator().manual_seed(0))
+
+    def train(**kwargs):
+        return gpt_training.train_or_load_gpt(config, "test", "data", lambda: gpt_training.TextBatches(ids, 16, 4),
+                                              30, progress=False, **kwargs)
+
+    first = train(parts=parts, fingerprint=fingerprint)
+    block = first.model.blocks[0]
+    assert first.trained and type(block.self_attn) is parts["attention"] and type(block.ff) is parts["feed_forward"]
+    assert type(block.norm1) is parts["layer_norm"] and type(first.model.norm) is parts["layer_norm"]
+    again = train(parts=parts, fingerprint=fingerprint)
+    assert not again.trained and again.path == first.path
+    references = train()  # the references alone: another key, trained afresh
+    assert references.trained and references.path != first.path
+    assert type(references.model.blocks[0].self_attn) is MultiHeadAttention
+
+
+def test_the_notebooks_gpts_use_the_students_parts_and_the_norm_runs_the_references(root):
+    """The date GPT and the language model are built on the student's parts; the three norm-placement runs compare
+    where the LayerNorm goes, so they use the references (empty fingerprint): one cached run for every copy."""
+    cells = [c.source for c in nbformat.read(root / "solutions" / "07_gpt.ipynb", as_version=4).cells
+             if c.cell_type == "code"]
+    assert any("parts, origin, fingerprint = gpt_training.your_gpt_parts(" in source for source in cells)
+    assert any("gpt_parts, gpt_fingerprint = gpt_training.with_your_block(parts, fingerprint, GPTBlock)" in source
+               for source in cells)
+    calls = [source.split("train_or_load_gpt(", 1)[1] for source in cells if "train_or_load_gpt(" in source]
+    assert len(calls) == 3  # the date GPT, the language model (with the student's block), the norm placements
+    assert all("parts=gpt_parts" in call and "fingerprint=gpt_fingerprint" in call for call in calls[:2])
+    assert "parts=None" in calls[2] and 'fingerprint=""' in calls[2]
+
+
+def test_the_students_block_joins_the_parts_once_it_passes():
+    parts = {"attention": MultiHeadAttention, "layer_norm": LayerNorm, "feed_forward": PositionwiseFeedForward}
+    right, wrong = block_class(RIGHT["named"]), block_class(WRONG["post_norm_instead_of_pre"])
+    assert gpt_training.with_your_block(parts, "abc", wrong) == (parts, "abc")
+    with_block, fingerprint = gpt_training.with_your_block(parts, "abc", right)
+    assert with_block == {**parts, "block": right} and fingerprint not in ("", "abc")
+    assert gpt_training.with_your_block(parts, "", right)[1] != fingerprint  # the parts' fingerprint counts too
+    assert gpt_training.with_your_block(parts, "abc", block_class(RIGHT["named"] + "        # a comment\n"))[1] == \
+        fingerprint  # comments aside
+    torch.manual_seed(0)
+    model = GPT(30, 16, 4, 2, 32, max_len=24, **with_block).eval()
+    assert type(model.blocks[0]) is right and not hasattr(model.blocks[0], "norm_first")
+    ids = torch.randint(0, 30, (2, 5))
+    assert torch.equal(generate(model, ids, 6, temperature=0), generate(model, ids, 6, temperature=0, use_cache=False))
+
+
+def test_the_warm_up_control_differs_from_no_warm_up_in_the_warm_up_steps_only():
+    from helpers.schedule import scheduled_lr
+
+    constant = gpt_training.GPTConfig(steps=300, warmup=100, schedule="constant")
+    control = gpt_training.replace(constant, schedule="warmup_constant")
+
+    def rates(config):
+        return [scheduled_lr(step, config, gpt_training.SCHEDULES[config.schedule]) for step in range(1, 301)]
+
+    without, with_warmup = rates(constant), rates(control)
+    assert with_warmup[100:] == without[100:] and with_warmup[99] == without[99] == pytest.approx(0.5 / 80)
+    assert all(w < c for w, c in zip(with_warmup[:99], without[:99]))
+    paper = gpt_training.replace(constant, schedule="warmup")
+    assert rates(paper)[:100] == pytest.approx(with_warmup[:100])  # the paper's warm-up, then the peak kept
+    with pytest.raises(ValueError, match="schedule"):
+        gpt_training.GPTConfig(schedule="cosine")

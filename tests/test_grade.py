@@ -1,14 +1,15 @@
 """End-to-end grading through `tfs-grade` (course_tools.grade), kept cheap: each notebook executes once.
 
-Notebook executions in this module: 5 in one grader run over a class folder (ana: the pristine student notebooks
-01 and 06; beto: the solutions of 01, 05 and 06, the first notebook and the two of the full model), with every
-output the grader writes (JSON, CSV, gradebook, feedback pages) + 2 (cut-down notebooks 01 without imports: a check
-that never returns, a loop that catches the interrupt; no cell of theirs but the slow one takes time, so that a
-busy machine cannot time out another) = 7. The verdicts of every pristine student notebook are computed in-process
-(the verdicts process's own code), and every student notebook runs whole in the browser test; every solution
-notebook passes every check under strict nbval and under nbgrader (tests/test_nbgrader.py). The wrong answers
-(6 more) are in test_grade_wrong_answers.py; the checks themselves are tested in-process, against many more wrong
-answers, in tests/test_checks_*.py.
+Notebook executions in this module: 8 in one grader run over a class folder (ana: the pristine student notebooks 01,
+06 and 07; beto: the solutions of 01, 03, 05, 06 and 07, the first notebook, the parts of the full model, the two
+that train and the GPT, whose models `make checkpoints` trained before), with every output the grader writes (JSON,
+CSV, gradebook, feedback pages) + 2 (cut-down notebooks 01 without imports: a check that never returns, a loop that
+catches the interrupt; no cell of theirs but the slow one takes time, so that a busy machine cannot time out
+another) = 10. The verdicts of
+every pristine student notebook are computed in-process (the verdicts process's own code), and every student
+notebook runs whole in the browser test; every solution notebook passes every check under strict nbval and under
+nbgrader (tests/test_nbgrader.py). The wrong answers (7 more, one per notebook) are in test_grade_wrong_answers.py;
+the checks themselves are tested in-process, against many more wrong answers, in tests/test_checks_*.py.
 """
 
 import csv
@@ -28,8 +29,10 @@ from helpers.checks import exercises_in
 from conftest import ROOT, SOLUTIONS, SOLUTION_MARKER, run_grader, with_answer
 
 STEMS = [path.stem for path in SOLUTIONS]
-PRISTINE = ["01_positional_encoding", "06_training"]  # ana's, from notebooks/
-SOLVED = ["01_positional_encoding", "05_transformer", "06_training"]  # beto's, from solutions/
+PRISTINE = ["01_positional_encoding", "06_training", "07_gpt"]  # ana's, from notebooks/
+# beto's, from solutions/: with notebooks 01, 03 and 05 beside them, notebooks 06 and 07 train with the student's parts
+# that solutions/ has, whose models make checkpoints trained (without 03, their keys would differ: trained here)
+SOLVED = ["01_positional_encoding", "03_multi_head_attention", "05_transformer", "06_training", "07_gpt"]
 
 
 def exercise_names(stem):
@@ -51,7 +54,7 @@ def graded(tmp_path_factory):
                                   "--gradebook", root / "gradebook.csv", "--feedback", root / "feedback",
                                   "--points", root / "points.toml")
     reports = json.loads(out)
-    assert isinstance(reports, list) and len(reports) == 5, "a folder gives a list, one report a notebook"
+    assert isinstance(reports, list) and len(reports) == len(PRISTINE + SOLVED), "a list, one report a notebook"
     by_student = {(r["student"], next(s for s in STEMS if s in r["notebook"])): r for r in reports}
     return {"status": status, "reports": by_student, "err": err, "root": root}
 

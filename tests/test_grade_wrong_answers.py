@@ -126,10 +126,28 @@ WRONG["06_training"] = {
     "transformer_lr": ("transformer_lr", "warmup_exponent", broken(
         "transformer_lr", "step * warmup ** -1.5", "step * warmup ** -0.5", notebook="06_training")),
     "LabelSmoothingLoss": ("label_smoothing_loss", "padding_not_ignored", broken(
-        "LabelSmoothingLoss", "return loss[keep].sum() / keep.sum()", "return loss.mean()", notebook="06_training")),
+        "LabelSmoothingLoss",
+        "return loss[keep].sum() / keep.sum().clamp(min=1)  # at least 1: a batch of pads only gives 0",
+        "return loss.mean()", notebook="06_training")),
     "train_step": ("train_step", "no_scheduler_step", broken(
         "train_step", "    scheduler.step()\n", "", notebook="06_training")),
 }
+GPT = [  # cell, exercise, code, right line, wrong line
+    ("GPTBlock", "gpt_block", "no_residual_attention",
+     "x = x + self.dropout1(self.self_attn(h, h, h, mask))", "x = self.dropout1(self.self_attn(h, h, h, mask))"),
+    ("temperature_probs", "temperature_probs", "softmax_before_temperature",
+     "return torch.softmax(logits / temperature, dim=-1)", "return torch.softmax(logits, dim=-1) / temperature"),
+    ("top_k_filter", "top_k_filter", "keeps_k_plus_one", "torch.topk(logits, k, dim=-1)",
+     "torch.topk(logits, k + 1, dim=-1)"),
+    ("top_p_filter", "top_p_filter", "excludes_crossing_token", "before < p)", "before + sorted_probs < p)"),
+    ("sample_next", "sample_next", "no_generator", "torch.multinomial(flat, 1, generator=generator)",
+     "torch.multinomial(flat, 1)"),
+]
+# The block's parts come from a cell of notebook 07 that a small submission does not hold: the references here.
+GPT_PARTS = "from helpers import LayerNorm, MultiHeadAttention, PositionwiseFeedForward\n\n\n"
+WRONG["07_gpt"] = {cell: (exercise, code, (GPT_PARTS if cell == "GPTBlock" else "")
+                          + broken(cell, right, wrong, notebook="07_gpt"))
+                   for cell, exercise, code, right, wrong in GPT}
 
 STUDENTS = {stem: f"student{number}" for number, stem in enumerate(STEMS, start=1)}
 AFTER_THE_LAST_CHECK = "import os\nos._exit(1)"  # a cell after the last check cell: the grader would note its death

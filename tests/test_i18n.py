@@ -32,12 +32,12 @@ def pairs():
     return [(language, ROOT / "solutions" / path.name, path) for language in LANGUAGES for path in solutions(language)]
 
 
-def test_every_edition_holds_all_six_notebooks_and_only_generated_notebooks():
+def test_every_edition_holds_all_seven_notebooks_and_only_generated_notebooks():
     """The READMEs promise the whole course in every language."""
     assert {"es", "pt", "vi"} <= set(LANGUAGES)
     for language in LANGUAGES:
         edition = translate.edition(language)
-        assert edition == [p.stem for p in ENGLISH_ALL] and len(edition) == 6, language
+        assert edition == [p.stem for p in ENGLISH_ALL] and len(edition) == 7, language
         for folder in ("solutions", "notebooks"):
             found = sorted(p.stem for p in (ROOT / "editions" / language / folder).glob("*.ipynb"))
             assert found == edition, (language, folder)
@@ -326,3 +326,17 @@ def test_an_apostrophe_of_the_displayed_text_leaves_the_fields_whole():
     assert translate.code_skeleton(english) == translate.code_skeleton(spanish) == [
         "print", "(", "F['c[S]', 'x', 'y']", ")", "\n", ""]
     assert translate.code_skeleton(english) != translate.code_skeleton(spanish.replace("{x:.2f}", "{z:.2f}"))
+
+
+@pytest.mark.parametrize("language, value, digits, expected", [
+    ("en", 7.6e-06, 1, "7.6e-06"), ("es", 7.6e-06, 1, "7.6e-06"), ("pt", 7.6e-06, 1, "7,6e-06"),
+    ("vi", 1.1e-05, 2, "1,10e-05"), ("en", 9.96e-3, 1, "1.0e-02"), ("en", 0.0, 1, "0.0e+00")])
+def test_scientific_writes_the_decimal_mark_of_each_language(language, value, digits, expected):
+    from helpers.i18n import scientific
+    assert scientific(value, digits, in_language=language) == expected
+
+
+def test_scientific_names_a_wrong_digits():
+    from helpers.i18n import scientific
+    with pytest.raises(ValueError, match="digits"):
+        scientific(1.0, -1)

@@ -149,6 +149,32 @@ def test_check_mode_fails_when_a_registry_notebook_is_missing(tmp_path, capsys):
         assert f"exercise '{exercise.name}' of the registry names notebook '05_transformer'" in err
 
 
+def test_one_notebook_alone_is_stamped_and_generated_and_nothing_else_is_touched(tmp_path, capsys):
+    """tfs-make-student solutions/07_gpt.ipynb notebooks: a new notebook, without regenerating the others."""
+    solutions = tmp_path / "solutions"
+    solutions.mkdir()
+    for name in ("02_attention.ipynb", "07_gpt.ipynb"):
+        notebook = nbformat.read(ROOT / "solutions" / name, as_version=4)
+        for cell in notebook.cells:
+            cell.metadata.pop("nbgrader", None)  # as an author writes a new notebook: no metadata yet
+        (solutions / name).write_text(render(notebook), encoding="utf-8")
+    other = (solutions / "02_attention.ipynb").read_text(encoding="utf-8")
+    notebooks = tmp_path / "notebooks"
+    notebooks.mkdir()
+    (notebooks / "99_stray.ipynb").write_text("{}", encoding="utf-8")  # not this run's business
+    assert generate(solutions / "07_gpt.ipynb", notebooks) == 0
+    assert sorted(p.name for p in notebooks.iterdir()) == ["07_gpt.ipynb", "99_stray.ipynb"]
+    assert (solutions / "02_attention.ipynb").read_text(encoding="utf-8") == other, "the other solution untouched"
+    stamped = nbformat.read(solutions / "07_gpt.ipynb", as_version=4)
+    assert metadata_problems(stamped, "07_gpt") == []
+    student = nbformat.read(notebooks / "07_gpt.ipynb", as_version=4)
+    assert student.metadata.tfs.generated_from == "solutions/07_gpt.ipynb"
+    assert [c.metadata.get("nbgrader") for c in student.cells] == [c.metadata.get("nbgrader") for c in stamped.cells]
+    capsys.readouterr()
+    assert generate(solutions / "07_gpt.ipynb", notebooks, check=True) == 0
+    assert "1 solution notebooks" in capsys.readouterr().out
+    assert generate(solutions / "08_missing.ipynb", notebooks) == 2
+
 # ---------------------------------------------------------------------------------------- metadata
 @pytest.mark.parametrize("path", SOLUTIONS + NOTEBOOKS, ids=lambda p: f"{p.parent.name}/{p.stem}")
 def test_nbgrader_metadata_is_the_registry(path):

@@ -138,6 +138,7 @@ def test_changing_padded_tokens_does_not_change_real_outputs(seed):
 def test_padded_keys_get_zero_weight_in_module_and_batch_matches_single_sentences():
     torch.manual_seed(1)
     module = MultiHeadAttention(8, 2).double().eval()
+    module.store_attention_weights = True
     tokens = torch.tensor([[5, 6, 7, 0], [4, 0, 0, 0]])
     embed = torch.randn(10, 8, dtype=torch.float64)
     x = embed[tokens]

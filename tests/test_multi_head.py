@@ -128,8 +128,11 @@ def test_numpy_multi_head_rejects_bad_input(kwargs, match):
 
 # ----------------------------------------------------------------------------- the torch module
 def make_module(d_model, h, seed=0, dtype=torch.float64):
+    """A reference module in eval mode that stores its attention weights (the tests compare them)."""
     torch.manual_seed(seed)
-    return MultiHeadAttention(d_model, h).to(dtype).eval()
+    module = MultiHeadAttention(d_model, h).to(dtype).eval()
+    module.store_attention_weights = True
+    return module
 
 
 @pytest.mark.parametrize("shape", SHAPES)
@@ -191,16 +194,19 @@ def test_module_layout_and_attention_weights():
     for name in ("w_q", "w_k", "w_v", "w_o"):
         linear = getattr(module, name)
         assert isinstance(linear, nn.Linear) and linear.weight.shape == (16, 16) and linear.bias is not None
-    assert module.d_k == 4 and module.attention_weights is None
+    assert module.d_k == 4 and module.attention_weights is None and module.store_attention_weights is False
     x = torch.randn(2, 5, 16, requires_grad=True)
     out = module(x, x, x)
-    assert out.shape == (2, 5, 16)
+    assert out.shape == (2, 5, 16) and module.attention_weights is None  # not asked: nothing kept
+    module.store_attention_weights = True
+    out = module(x, x, x)
     assert module.attention_weights.shape == (2, 4, 5, 5) and not module.attention_weights.requires_grad
     torch.testing.assert_close(module.attention_weights.sum(-1), torch.ones(2, 4, 5))
 
 
 def test_module_fully_masked_rows_give_zero_attention_and_finite_gradients():
     module = MultiHeadAttention(8, 2)
+    module.store_attention_weights = True
     x = torch.randn(2, 4, 8, requires_grad=True)
     mask = torch.ones(2, 1, 4, 4, dtype=torch.bool)
     mask[0, :, 1, :] = False
@@ -214,6 +220,7 @@ def test_module_fully_masked_rows_give_zero_attention_and_finite_gradients():
 def test_module_dropout_acts_on_weights_in_training_only():
     torch.manual_seed(0)
     module = MultiHeadAttention(16, 4, dropout=0.5)
+    module.store_attention_weights = True
     x = torch.randn(2, 6, 16)
     module.eval()
     first, second = module(x, x, x), module(x, x, x)
@@ -226,6 +233,7 @@ def test_module_dropout_acts_on_weights_in_training_only():
 
 def test_module_works_in_float32_with_masks():
     module = MultiHeadAttention(8, 2)
+    module.store_attention_weights = True
     x = torch.randn(1, 3, 8)
     mask = torch.zeros(3, 3, dtype=torch.bool)
     out = module(x, x, x, mask=mask)

@@ -61,7 +61,7 @@ def test_the_parts_give_the_readme_back_and_key_the_outline_rows():
     keys = [p.key for p in parts if p.key]
     assert len(keys) == len(set(keys))
     rows = [p for p in parts if p.kind == "row" and p.key and p.text.startswith("| 0")]
-    assert [p.key for p in rows] == [f"course-outline:row {n}" for n in range(2, 8)]
+    assert [p.key for p in rows] == [f"course-outline:row {n}" for n in range(2, 9)]
 
 
 @pytest.mark.parametrize("language", LANGUAGES)
@@ -94,7 +94,7 @@ def test_a_changed_paragraph_turns_fuzzy_a_moved_one_keeps_its_translation_and_b
     text = (copy / "README.md").read_text(encoding="utf-8")
     links = before["links:item 1"].msgid
     changed = text.replace("## Links\n\n" + links, "## Links\n\n- A new first link.\n" + links)
-    (copy / "README.md").write_text(changed.replace("Six Jupyter notebooks", "Six notebooks"), encoding="utf-8")
+    (copy / "README.md").write_text(changed.replace("Seven Jupyter notebooks", "Seven notebooks"), encoding="utf-8")
     assert readmes.build(language, check=True) == 1
     assert f"README.{language}.md differs from what README.md and editions/{language}/po/readme.po give" in \
         capsys.readouterr().err

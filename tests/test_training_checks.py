@@ -124,7 +124,16 @@ def right_scatter(self, logits, target):
     dist = smoothed_target(self, logits, target)
     loss = -(dist * torch.log_softmax(logits, dim=-1)).sum(dim=-1)
     mask = target != self.pad_id
-    return loss[mask].sum() / mask.sum()
+    return loss[mask].sum() / mask.sum().clamp(min=1)
+
+
+def right_guarded(self, logits, target):
+    """No clamp: a batch of pads only returns a zero that keeps the graph."""
+    mask = target != self.pad_id
+    loss = per_position(self, logits, target)
+    if not mask.any():
+        return logits.sum() * 0
+    return loss[mask].mean()
 
 
 def right_gather(self, logits, target):
@@ -133,7 +142,7 @@ def right_gather(self, logits, target):
     smooth = -log_probs.mean(dim=-1)
     loss = (1 - self.smoothing) * nll + self.smoothing * smooth
     mask = (target != self.pad_id).float()
-    return (loss * mask).sum() / mask.sum()
+    return (loss * mask).sum() / mask.sum().clamp(min=1)
 
 
 def per_position(self, logits, target, **kw):
@@ -206,12 +215,16 @@ LOSS_WRONG = [
                                                                     target)),
     ("sign_flipped", lambda self, logits, target: masked_mean(self, (smoothed_target(self, logits, target)
                                                                      * torch.log_softmax(logits, -1)).sum(-1), target)),
+    # right on every batch with a real token, 0 / 0 = nan on a batch of pads only
+    ("all_pad_batch", lambda self, logits, target: per_position(self, logits, target)[target != self.pad_id].sum()
+     / (target != self.pad_id).sum()),
+    ("all_pad_batch", lambda self, logits, target: masked_mean(self, per_position(self, logits, target), target)),
 ]
 
 
 @pytest.mark.parametrize("candidate", [helpers.LabelSmoothingLoss, loss_class(right_scatter),
-                                       loss_class(right_gather)],
-                         ids=["reference", "scatter", "log_softmax_gather"])
+                                       loss_class(right_gather), loss_class(right_guarded)],
+                         ids=["reference", "scatter", "log_softmax_gather", "guarded"])
 def test_loss_right_answers_pass(candidate, capsys):
     v = verdict(check_label_smoothing_loss, candidate, capsys)
     assert v and v.status == "pass", v
@@ -236,6 +249,11 @@ def test_loss_wrong_values_all_differ_from_the_reference():
         expected = float(helpers.LabelSmoothingLoss(eps, pad_id)(logits, target))
         for wrong in wrong_losses(logits, target, eps, pad_id).values():
             assert abs(wrong - expected) > 1e-4 * max(1.0, abs(expected))  # the check's tolerance is 1e-5
+
+
+def test_loss_all_pad_batch_is_named_with_its_nan():
+    v = verdict(check_label_smoothing_loss, loss_class(LOSS_WRONG[-1][1]))
+    assert v.mistake == "all_pad_batch" and "nan" in v.message and "clamp(min=1)" in v.message, v
 
 
 def test_loss_unknown_mistake_names_the_values():

@@ -335,6 +335,12 @@ def test_attention_maps_shapes_and_rows():
     assert torch.allclose(maps["cross"][0].sum(-1), torch.ones(1, HEADS, 3))
     assert torch.all(maps["cross"][0][..., 4:] == 0)  # the padding gets no attention
     assert torch.all(maps["decoder_self"][0].triu(1) == 0)  # no attention to the future
+    attentions = [m for m in model.modules() if isinstance(m, helpers.MultiHeadAttention)]
+    assert len(attentions) == 6 and not any(m.store_attention_weights for m in attentions)  # set back: off
+    assert all(m.attention_weights is None for m in attentions)  # and nothing left kept in the modules
+    model.train()
+    model(src, tgt).sum().backward()  # training stores no weights
+    assert all(m.attention_weights is None for m in attentions)
 
 
 @pytest.mark.parametrize("kwargs, name", [

@@ -18,3 +18,5 @@ from .model import check_transformer
 from .training import check_label_smoothing_loss, check_transformer_lr
 from .train_step import check_train_step
 from .greedy import check_greedy_decode
+from .gpt_block import check_gpt_block
+from .sampling import check_sample_next, check_temperature_probs, check_top_k_filter, check_top_p_filter

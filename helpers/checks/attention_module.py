@@ -1,8 +1,9 @@
 """Check for notebook 03's torch exercise: the forward of a MultiHeadAttention module.
 
 The student's forward(query, key, value, mask=None) runs with the reference's weights, in eval and train mode
-under a fixed seed; its output, stored attention_weights, gradients and untouched inputs are compared with
-the reference (itself compared with nn.MultiheadAttention).
+under a fixed seed; its output, stored attention_weights (both modules with store_attention_weights = True),
+gradients and untouched inputs are compared with the reference (itself compared with nn.MultiheadAttention).
+Last, with store_attention_weights = False, forward must store nothing.
 """
 
 from __future__ import annotations
@@ -28,7 +29,8 @@ MODULE_MISTAKES = {
     "projection_missing": "your module has no nn.Linear `{name}` of shape (d_model, d_model): keep the given "
                           "__init__ (w_q, w_k, w_v, w_o and dropout) and write only forward.",
     "returned_tuple": "forward returned a {kind}; it must return only the output (batch, L_q, d_model), as "
-                      "helpers.MultiHeadAttention does, and keep the weights in self.attention_weights.",
+                      "helpers.MultiHeadAttention does, and keep the weights in self.attention_weights when "
+                      "self.store_attention_weights is True.",
     "no_scaling": "the scores are not scaled: divide them by sqrt(d_k) = {sqrt_d_k}, with d_k = d_model / h.",
     "scaled_by_d_k": "you divided the scores by d_k = {d_k}: the scale is 1 / sqrt(d_k), so divide by "
                      "sqrt(d_k) = {sqrt_d_k}.",
@@ -58,8 +60,13 @@ MODULE_MISTAKES = {
                        "attention weights, before multiplying them by v.",
     "dropout_on_output": "you applied dropout to the output; here it belongs on the attention weights, before "
                          "multiplying them by v (the layers of notebook 05 apply their own dropout to the output).",
-    "weights_not_stored": "self.attention_weights is {value} after forward: store the weights "
-                          "(batch, h, L_q, L_k) there, detached; the plots read them.",
+    "weights_not_stored": "self.attention_weights is {value} after a forward with self.store_attention_weights "
+                          "= True: when it is True, store the weights (batch, h, L_q, L_k) there, detached; the "
+                          "plots read them.",
+    "weights_stored_unasked": "self.attention_weights is set after a forward with self.store_attention_weights "
+                              "= False: store the weights only when it is True (the given __init__ sets it to "
+                              "False), so that training does not keep a (batch, h, L_q, L_k) tensor alive in "
+                              "every layer.",
     "weights_after_dropout": "self.attention_weights holds the weights after dropout: store them before "
                              "dropout, as the plots expect.",
     "weights_not_detached": "self.attention_weights is still attached to the autograd graph: store "
@@ -190,8 +197,9 @@ def _np(t: torch.Tensor) -> np.ndarray:
     return t.detach().cpu().numpy().astype(np.float64)
 
 
-def _build(cls: type, case: dict, seed: int) -> tuple[nn.Module, Reference]:
-    """The student's module (through call()) holding the weights of a seeded reference module."""
+def _build(cls: type, case: dict, seed: int, store: bool = True) -> tuple[nn.Module, Reference]:
+    """The student's module (through call()) holding the weights of a seeded reference module, both with
+    store_attention_weights = store."""
     torch.manual_seed(seed)
     reference = Reference(case["d_model"], case["h"], DROPOUT).double().to(case["query"].device)
     student = call(cls, case["d_model"], case["h"], DROPOUT)
@@ -206,6 +214,7 @@ def _build(cls: type, case: dict, seed: int) -> tuple[nn.Module, Reference]:
         for name in _LINEARS:
             for kind in ("weight", "bias"):
                 getattr(getattr(student, name), kind).copy_(getattr(getattr(reference, name), kind))
+    student.store_attention_weights = reference.store_attention_weights = store
     return student, reference
 
 
@@ -342,6 +351,16 @@ def _run_case(cls: type, case: dict, train: bool, seed: int) -> None:
     _check_gradients(student, reference, tensors, ref_tensors)
 
 
+def _check_not_stored_unasked(cls: type, case: dict, seed: int) -> None:
+    """With store_attention_weights = False (its default), a forward in train mode leaves attention_weights None."""
+    student, _ = _build(cls, case, seed, store=False)
+    student.attention_weights = None
+    nn.Module.train(student, True)
+    _student_forward(student, case, seed)
+    if getattr(student, "attention_weights", None) is not None:
+        raise Known("weights_stored_unasked")
+
+
 @exercise("multi_head_attention_module", notebook="03_multi_head_attention", points=4, defines="MultiHeadAttention",
           reference="helpers.multi_head.MultiHeadAttention",
           success="correct! Your module equals nn.MultiheadAttention and the reference, in eval and train mode, "
@@ -358,5 +377,6 @@ def check_multi_head_attention_module(MultiHeadAttentionClass: Any) -> str:
         for index, case in enumerate(graded(module_cases(device), lambda rng: _drawn_case(rng, device))):
             for train in (False, True):
                 _run_case(MultiHeadAttentionClass, case, train, seed=70 + index)
+    _check_not_stored_unasked(MultiHeadAttentionClass, module_cases("cpu")[1], seed=70)
     return tr("multi_head_attention_module:checked", "Checked h = 2 and h = 4 with L_q != L_k, a fully masked "
               "query row, and the gradients of the inputs and of the parameters.")

@@ -88,19 +88,27 @@ def wrong_training_outputs(layer: nn.Module, x: torch.Tensor, sublayers: list[Ca
     return seeded_outputs(make, seed)
 
 
+def leak_probe(d_model: int, dtype: torch.dtype) -> torch.Tensor:
+    """What the leak probes add to the changed positions: a shift AND a ramp across the features. A constant
+    shift alone would be removed by a pre-norm layer's LayerNorm before any sub-layer reads it, so a pre-norm
+    layer that leaks would go unseen; the ramp changes the normalised vector too."""
+    return 3.0 + 3.0 * torch.linspace(-1.0, 1.0, d_model, dtype=dtype)
+
+
 def _compare_layer(student: nn.Module, reference: nn.Module, args: tuple, names: tuple[str, ...], what: str,
                    hint: str, wrong: Callable[[], dict], leak: tuple, differs: Callable[[str], str],
                    sublayers: list[Callable]) -> None:
     """An encoder or decoder layer against the reference: in eval mode (else the known wrong outputs of wrong(),
-    a Known without {what} getting it, then the leak probe (changed, kept, code): x changed at `changed` must keep
-    the output at `kept`), the gradients of x (and memory), then in training mode with the reference's numbers."""
+    a Known without {what} getting it, then the leak probe (changed, kept, code): x changed at `changed` by
+    leak_probe must keep the output at `kept`, whatever the norm placement), the gradients of x (and memory),
+    then in training mode with the reference's numbers."""
     def known(out: np.ndarray) -> None:
         for key, wrong_out in wrong().items():
             if same(out, wrong_out):
                 raise Known(key.code, **{"what": what, **key.fields}) if isinstance(key, Known) else Known(key)
         changed, kept, code = leak
         x = args[0].clone()
-        x[changed] += 3.0
+        x[changed] += leak_probe(x.shape[-1], x.dtype)
         if not np.allclose(out[kept], student_output(student, (x, *args[1:]), names, what)[kept], rtol=0, atol=1e-9):
             raise Known(code, what=what)
 

@@ -12,7 +12,7 @@ import numpy as np
 import torch
 from torch import nn
 
-from ..i18n import tr
+from ..i18n import number, tr
 from ..masking import padding_mask
 from ..transformer import Transformer
 from .harness import Known, call
@@ -277,8 +277,10 @@ def _scales(model: Transformer, side: str, vocab: int, run: Callable[[float], to
     """The embeddings scaled by another number than sqrt(d_model): Known(wrong_embedding_scale) -> the function
     that computes it."""
     d_model, heads = model.d_model, model.num_heads
+    root = math.sqrt(d_model)
+    shown = number(root) if root.is_integer() else number(root, 2)  # 4, or 5.66 in the language's notation
     scales = {f"sqrt({vocab})": math.sqrt(vocab), f"d_model = {d_model}": d_model,
               f"sqrt(d_k) = sqrt({d_model // heads})": math.sqrt(d_model // heads),
-              f"1 / sqrt(d_model) = 1 / {math.sqrt(d_model):.3g}": 1 / math.sqrt(d_model)}
-    return {Known("wrong_embedding_scale", side=_side(side), scale=label, sqrt_d_model=f"{math.sqrt(d_model):.3g}"):
+              f"1 / sqrt(d_model) = 1 / {shown}": 1 / root}
+    return {Known("wrong_embedding_scale", side=_side(side), scale=label, sqrt_d_model=shown):
             (lambda value=value: run(value)) for label, value in scales.items()}

@@ -23,13 +23,19 @@ def _logits(seed: int, rows: int = 3, vocab: int = 8) -> torch.Tensor:
     return 2.0 * torch.randn(rows, vocab, generator=gen, dtype=torch.float64)
 
 
+def named(wrong: dict[Any, torch.Tensor], what: str) -> dict[Known, np.ndarray]:
+    """The wrong answers as arrays, each keyed by a Known that carries what, the call its message names."""
+    return {Known(key.code, **{"what": what, **key.fields}) if isinstance(key, Known) else Known(key, what=what):
+            value.numpy() for key, value in wrong.items()}
+
+
 def _check(out: np.ndarray, expected: torch.Tensor, wrong: dict, what: str) -> None:
     """The student's answer out, compared with expected, else matched with the wrong answers."""
     if out.shape != tuple(expected.shape):
         raise generic("wrong_shape", what=what, actual=out.shape, expected=tuple(expected.shape),
                       hint=tr("sampling:shape_hint", " The result has the shape of its input: one row per sequence, "
                               "one column per token of the vocabulary."))
-    compare(out, expected.numpy(), {k: v.numpy() for k, v in wrong.items()}, what)
+    compare(out, expected.numpy(), named(wrong, what), what)
 
 
 # ---------------------------------------------------------------------- temperature
@@ -115,7 +121,10 @@ def wrong_top_k(logits: torch.Tensor, k: int) -> dict[Any, torch.Tensor]:
         "returns_probabilities": torch.softmax(reference_top_k_filter(logits, k), dim=-1),
     }
     index = torch.topk(logits, k, dim=-1).indices
-    wrong["drops_ties"] = torch.full_like(logits, minus_inf).scatter(-1, index, logits.gather(-1, index))
+    tied = ((logits >= ranked[..., k - 1:k]).sum(dim=-1) > k).flatten().nonzero()  # rows with ties at the k-th
+    if len(tied):
+        wrong[Known("drops_ties", row=int(tied[0]))] = torch.full_like(logits, minus_inf).scatter(
+            -1, index, logits.gather(-1, index))
     return wrong
 
 
@@ -132,7 +141,8 @@ def _top_k_behaviour(out: np.ndarray, logits: torch.Tensor, k: int, what: str) -
             raise Known("drops_ties", what=what, row=row)
 
 
-@exercise("top_k_filter", notebook=NOTEBOOK, defines="top_k_filter", reference="helpers.sampling.top_k_filter",
+@exercise("top_k_filter", notebook=NOTEBOOK, points=2, defines="top_k_filter",
+          reference="helpers.sampling.top_k_filter",
           success="correct! The k largest logits stay, ties at the k-th included.", mistakes=TOP_K_MISTAKES,
           off_limits=("helpers.sampling.top_k_filter", "helpers.sampling.sample_next"))
 def check_top_k_filter(fn: Any) -> str:
@@ -143,8 +153,8 @@ def check_top_k_filter(fn: Any) -> str:
         expected = reference_top_k_filter(logits, k)
         out = to_array(call(fn, logits.clone(), k), what)
         if out.shape == tuple(expected.shape) and not np.array_equal(out, expected.numpy()):
-            match_known(out, {key: value.numpy() for key, value in wrong_top_k(logits, k).items()
-                              if not torch.equal(value, expected)})  # with k = 1 some mistakes are right answers
+            match_known(out, named({key: value for key, value in wrong_top_k(logits, k).items()
+                                    if not torch.equal(value, expected)}, what))  # with k = 1 some are right
             _top_k_behaviour(out, logits, k, what)
         _check(out, expected, {}, what)
     return tr("top_k_filter:checked", "Checked with k = 1, 2, 3 and 5, and with ties.")
@@ -193,7 +203,8 @@ def wrong_top_p(probs: torch.Tensor, p: float) -> dict[Any, torch.Tensor]:
     }
 
 
-@exercise("top_p_filter", notebook=NOTEBOOK, defines="top_p_filter", reference="helpers.sampling.top_p_filter",
+@exercise("top_p_filter", notebook=NOTEBOOK, points=3, defines="top_p_filter",
+          reference="helpers.sampling.top_p_filter",
           success="correct! The nucleus keeps the token that crosses p.", mistakes=TOP_P_MISTAKES,
           off_limits=("helpers.sampling.top_p_filter", "helpers.sampling.sample_next"))
 def check_top_p_filter(fn: Any) -> str:
@@ -232,7 +243,8 @@ def _draws(fn: Any, logits: torch.Tensor, seed: int, global_seed: int, *args: An
         return to_array(call(fn, logits.clone(), generator, *args), "sample_next")
 
 
-@exercise("sample_next", notebook=NOTEBOOK, defines="sample_next", reference="helpers.sampling.sample_next",
+@exercise("sample_next", notebook=NOTEBOOK, points=2, defines="sample_next",
+          reference="helpers.sampling.sample_next",
           success="correct! The same draws as the reference, from the seeded generator.", mistakes=SAMPLE_MISTAKES,
           off_limits=("helpers.sampling.sample_next", "helpers.sampling.generate"))
 def check_sample_next(fn: Any) -> str:

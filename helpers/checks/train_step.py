@@ -20,8 +20,9 @@ VOCAB, PAD, D_MODEL, HEADS, D_FF, BATCH, L_SRC, L_TGT = 11, 0, 16, 2, 32, 4, 7, 
 TRAIN_STEP_MISTAKES = {
     "loss_tensor": "your train_step returned a {kind}: return the loss as a Python number with `.item()`, so that "
                    "the loop does not keep every step's graph alive.",
-    "no_zero_grad": "your first step is right but the second is not: the gradients are never zeroed, so the second "
-                    "step adds its gradients to the first step's. Call `optimizer.zero_grad()` before `backward()`.",
+    "no_zero_grad": "your first step is right but the second is not: the gradients are never zeroed, and "
+                    "`backward()` adds to what `.grad` holds, so the second step's gradients are added to the first "
+                    "step's. Call `optimizer.zero_grad()` before `backward()`.",
     "zero_grad_after_backward": "your parameters do not move: `optimizer.zero_grad()` runs after `loss.backward()` and "
                                 "wipes the gradients before the optimizer's step. Zero them before `backward()`.",
     "no_shift": "the decoder reads the very token it must predict (no shift): feed it `tgt[:, :-1]` and score its "

@@ -10,7 +10,7 @@ from typing import Any
 import numpy as np
 import torch
 
-from ..i18n import tr
+from ..i18n import number, scientific, tr
 from ..loss import LabelSmoothingLoss as reference_loss
 from ..loss import loss_floor as reference_loss_floor
 from ..schedule import transformer_lr as reference_transformer_lr
@@ -121,9 +121,9 @@ def check_transformer_lr(transformer_lr_fn: Any) -> str:
     i = int(np.argmax(np.abs(actual - expected) / expected))
     step, d_model, warmup = cases[i]
     raise Mistake(tr("transformer_lr:value_differs", "transformer_lr(step={step}, d_model={d_model}, warmup={warmup}) "
-                     "is {actual:.6g}, the reference gives {expected:.6g}: lrate = d_model^-0.5 * min(step^-0.5, "
-                     "step * warmup^-1.5).", step=step, d_model=d_model, warmup=warmup, actual=actual[i],
-                     expected=expected[i]))
+                     "is {actual}, the reference gives {expected}: lrate = d_model^-0.5 * min(step^-0.5, "
+                     "step * warmup^-1.5).", step=step, d_model=d_model, warmup=warmup,
+                     actual=scientific(float(actual[i]), 5), expected=scientific(float(expected[i]), 5)))
 
 
 # ---------------------------------------------------------------------- label smoothing
@@ -163,6 +163,9 @@ LOSS_MISTAKES = {
                           "1 over the vocabulary, the last axis of logits (dim=-1).",
     "changed_input": TORCH_MISTAKES["changed_input"],
     "wrong_gradients": TORCH_MISTAKES["wrong_gradients"],
+    "all_pad_batch": "{what} gives {value} on a batch whose every target is the pad id; it must give 0. Such a "
+                     "batch has no real position to average: the sum of their losses is 0, their count is 0, and "
+                     "0 / 0 is nan. Divide by the count clamped to at least 1 (`.clamp(min=1)`).",
 }
 
 LOSS_CASES = [  # (smoothing, pad_id, V, target rows): rows with different numbers of pads
@@ -171,6 +174,7 @@ LOSS_CASES = [  # (smoothing, pad_id, V, target rows): rows with different numbe
     (0.2, 1, 6, [[2, 5, 3, 1], [4, 0, 1, 1]]),  # large logits: log(softmax(...)) gives log(0)
 ]
 LOGIT_SCALES = (2.0, 2.0, 200.0)  # the standard deviation of the logits of each case
+ALL_PAD_CASE = (0.1, 1, 5, [[1, 1, 1], [1, 1, 1]])  # (smoothing, pad_id, V, target rows): nothing but pads
 
 
 def _loss_inputs(v: int, rows: list[list[int]], seed: int, scale: float | None = None) -> tuple[torch.Tensor,
@@ -301,10 +305,39 @@ def check_label_smoothing_loss(loss_class: Any) -> str:
         for key, wrong in wrong_losses(logits, target, eps, pad_id).items():
             if is_close(value, wrong, 1e-5):
                 raise key if isinstance(key, Known) else Known(key)
-        raise Mistake(tr("label_smoothing_loss:value_differs", "{what} returns {value:.6g}, and the reference returns "
-                         "{expected:.6g}, with V = {v} tokens, the targets {rows} and the pad id {pad_id}. The loss is "
+        raise Mistake(tr("label_smoothing_loss:value_differs", "{what} returns {value}, and the reference returns "
+                         "{expected}, with V = {v} tokens, the targets {rows} and the pad id {pad_id}. The loss is "
                          "minus the sum, over the vocabulary, of the smoothed target times log_softmax(logits), "
-                         "averaged over the positions whose target is not the pad id.", what=what, value=value,
-                         expected=expected, v=v, rows=rows, pad_id=pad_id))
+                         "averaged over the positions whose target is not the pad id.", what=what,
+                         value=_shown(value), expected=_shown(expected), v=v, rows=rows, pad_id=pad_id))
+    _check_all_pad(loss_class)
     return tr("label_smoothing_loss:checked", "Checked with {n} smoothings, pad ids and vocabularies, on batches "
-              "with pads.", n=len(cases))
+              "with pads, and on a batch of pads only.", n=len(cases))
+
+
+def _shown(value: float) -> str:
+    """A loss in a sentence: six significant digits, in the language's notation (nan and inf as they are)."""
+    if not np.isfinite(value):
+        return str(value)
+    if value == 0:
+        return number(0)
+    magnitude = int(np.floor(np.log10(abs(value))))
+    if not -4 <= magnitude <= 6:
+        return scientific(value, 5)
+    return number(value, max(0, 5 - magnitude))
+
+
+def _check_all_pad(loss_class: Any) -> None:
+    """A batch whose every target is the pad id has no position to average: its loss must be 0, not 0 / 0 (nan)."""
+    eps, pad_id, v, rows = ALL_PAD_CASE
+    logits, target = _loss_inputs(v, rows, 0)
+    what = f"LabelSmoothingLoss(smoothing={eps}, pad_id={pad_id})(logits, target)"
+    result = call(call(loss_class, smoothing=eps, pad_id=pad_id), logits.clone(), target.clone())
+    out = to_array(result, what)
+    if out.size != 1:
+        raise generic("wrong_shape", what=what, actual=out.shape, expected=tr("training:one_number", "() (one number)"),
+                      hint=tr("label_smoothing_loss:shape_hint", " Return the mean loss over the non-pad target "
+                              "tokens."))
+    value = float(out.reshape(()))
+    if not np.isfinite(value) or abs(value) > 1e-6:
+        raise Known("all_pad_batch", what=what, value=_shown(value))
