@@ -10,7 +10,7 @@ its export line. Before that, notebook 01 of every edition (editions/<language>/
     release    notebooks 01 and 05 as nbgrader released them         -> 0 points (the pristine student
                                                                             notebooks, which carry the same
                                                                             cells, all run in the browser test)
-    solutions  the six English solution notebooks                       -> every exercise's points; the editions'
+    solutions  the seven English solution notebooks                      -> every exercise's points; the editions'
                                                                             notebooks of assignment 01, absent, 0
     swapped    notebook 01 in English and in every edition, with sin     -> all points of 01 but those of
                and cos swapped in create_position_matrix                    create_position_matrix, the hint in

@@ -115,7 +115,7 @@ def test_a_changed_paragraph_turns_fuzzy_a_moved_one_keeps_its_translation_and_b
 
     assert readmes.build(language) == 0
     built = (copy / f"README.{language}.md").read_text(encoding="utf-8")
-    assert "- A new first link." in built and "Six notebooks" in built, "missing and stale pieces stay English"
+    assert "- A new first link." in built and "Seven notebooks" in built, "missing and stale pieces stay English"
     assert after["links:item 4"].msgstr in built and readmes.build(language, check=True) == 0
 
 
