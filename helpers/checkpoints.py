@@ -65,6 +65,15 @@ def checkpoint_key(config: TrainConfig, data: DateDataset, recipe: Recipe = REFE
     return h.hexdigest()[:16]
 
 
+def thread_count(threads: int) -> str:
+    """"1 thread" or "N threads", in the student's language."""
+    from .i18n import number, tr
+
+    if threads == 1:
+        return tr("checkpoints:one_thread", "1 thread")
+    return tr("checkpoints:threads", "{count} threads", count=number(threads))
+
+
 def checkpoint_path(config: TrainConfig, data: DateDataset, recipe: Recipe = REFERENCE) -> Path:
     return cache_dir() / f"dates-{checkpoint_key(config, data, recipe)}.pt"
 
@@ -83,9 +92,9 @@ class TrainResult:
 
         h = self.history
         if self.trained:
-            return tr("checkpoints:trained", "Trained for {steps} steps in {seconds:.0f} s on {device} ({threads} "
-                      "threads); saved to {path}.", steps=len(h.loss), seconds=h.seconds, device=h.device,
-                      threads=h.threads, path=self.path)
+            return tr("checkpoints:trained", "Trained for {steps} steps in {seconds:.0f} s on {device} ({threads}); "
+                      "saved to {path}.", steps=len(h.loss), seconds=h.seconds, device=h.device,
+                      threads=thread_count(h.threads), path=self.path)
         return tr("checkpoints:loaded", "Loaded the trained weights from {path} (training took {seconds:.0f} s on "
                   "{device}). Set RETRAIN = True in this cell to train again.", path=self.path, seconds=h.seconds,
                   device=h.device)
@@ -195,5 +204,4 @@ def train_or_load(config: TrainConfig, data: DateDataset, recipe: Recipe = REFER
 
 
 __all__ = ["VALID_DATES", "VALID_EVERY", "TrainResult", "cache_dir", "checkpoint_key", "checkpoint_path",
-           "save_checkpoint", "train_or_load",
-           "weights_sha256"]
+           "save_checkpoint", "thread_count", "train_or_load", "weights_sha256"]

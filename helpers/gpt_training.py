@@ -9,6 +9,7 @@
     train_or_load_gpt(config, task, ...)      trained once, then loaded from .cache/checkpoints (as notebook 06)
     your_gpt_parts(folder)                    the student's MultiHeadAttention, LayerNorm, PositionwiseFeedForward
                                               where their checks pass (notebooks 03 and 05), else the references
+    describe_parts(origin)                    one line per part: yours or the reference, in the student's language
     with_your_block(parts, fingerprint, cls)  those parts and the student's GPTBlock, once its check passes
 """
 
@@ -27,7 +28,7 @@ from typing import Any, Callable, Iterator, Sequence
 import torch
 from torch import nn
 
-from .checkpoints import cache_dir, weights_sha256
+from .checkpoints import cache_dir, thread_count, weights_sha256
 from .dates import EOS, PAD, SOURCE_CHARS, UNK, Vocabulary
 from .gpt import GPT
 from .loss import LabelSmoothingLoss
@@ -229,12 +230,12 @@ class GPTResult:
 
         h = self.history
         if self.trained:
-            return tr("gpt_training:trained", "Trained for {steps} steps in {seconds:.0f} s on {device} ({threads} "
-                      "threads); saved to {path}.", steps=len(h.loss), seconds=h.seconds, device=h.device,
-                      threads=h.threads, path=self.path.name)
+            return tr("gpt_training:trained", "Trained for {steps} steps in {seconds:.0f} s on {device} ({threads}); "
+                      "saved to {path}.", steps=len(h.loss), seconds=h.seconds, device=h.device,
+                      threads=thread_count(h.threads), path=self.path.name)
         return tr("gpt_training:loaded", "Loaded the trained weights from {path} (training took {seconds:.0f} s on "
-                  "{device}, {threads} threads).", path=self.path.name, seconds=h.seconds, device=h.device,
-                  threads=h.threads)
+                  "{device}, {threads}).", path=self.path.name, seconds=h.seconds, device=h.device,
+                  threads=thread_count(h.threads))
 
 
 CODE_MODULES = ("gpt.py", "layers.py", "multi_head.py", "masking.py", "loss.py", "schedule.py")
@@ -333,6 +334,16 @@ def your_gpt_parts(folder: str | Path = ".") -> tuple[dict[str, Any], dict[str, 
     return parts, origin, fingerprint
 
 
+def describe_parts(origin: dict[str, str]) -> str:
+    """One line per part of origin (class name -> "yours" or "reference"): whose code it is, in the student's
+    language."""
+    from .i18n import tr
+
+    marks = {"yours": tr("training:mark_yours", "yours"), "reference": tr("training:mark_reference", "reference")}
+    width = max(len(mark) for mark in marks.values())
+    return "\n".join(f"{marks[whose]:>{width}}  {name}" for name, whose in origin.items())
+
+
 def with_your_block(parts: dict[str, Any], fingerprint: str, block: Any) -> tuple[dict[str, Any], str]:
     """(parts, fingerprint) for a GPT of pre-norm blocks: block (the student's GPTBlock class of notebook 07) added
     as block= when its check passes, and its source added to the fingerprint; parts and fingerprint unchanged
@@ -351,5 +362,6 @@ def replace(config: GPTConfig, **changes: Any) -> GPTConfig:
 
 
 __all__ = ["DATE_VOCAB", "SEP", "TARGET_LENGTH", "GPTConfig", "GPTHistory", "GPTResult", "SequenceBatches",
-           "SCHEDULES", "TextBatches", "build_gpt", "checkpoint_path", "encode_date_pairs", "load_gpt", "predict_dates",
+           "SCHEDULES", "TextBatches", "build_gpt", "checkpoint_path", "describe_parts",
+           "encode_date_pairs", "load_gpt", "predict_dates",
            "replace", "text_loss", "train_gpt", "train_or_load_gpt", "with_your_block", "your_gpt_parts"]

@@ -83,6 +83,11 @@ def test_temperature_stub_is_todo():
 # ---------------------------------------------------------------------- top_k_filter
 def top_k_right(logits, k):
     v = torch.topk(logits, k).values
+    return logits.masked_fill(logits < v[..., [-1]], float("-inf"))
+
+
+def top_k_matrix_only(logits, k):  # right for (rows, V) only: the task says (..., V)
+    v = torch.topk(logits, k).values
     return logits.masked_fill(logits < v[:, [-1]], float("-inf"))
 
 
@@ -137,6 +142,11 @@ TOP_K_WRONG = {"keeps_k_plus_one": top_k_k_plus_one, "drops_kth": top_k_drops_kt
 @pytest.mark.parametrize("candidate", [top_k_right, top_k_clone])
 def test_top_k_right_answers_pass(candidate, capsys):
     assert verdict(check_top_k_filter, candidate, capsys), verdict(check_top_k_filter, candidate)
+
+
+def test_a_top_k_for_matrices_only_fails_on_one_row():
+    v = verdict(check_top_k_filter, top_k_matrix_only)
+    assert not v and v.mistake == "raised_error" and "(8,)" in str(v), str(v)
 
 
 @pytest.mark.parametrize("code", sorted(TOP_K_WRONG))

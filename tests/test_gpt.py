@@ -294,6 +294,20 @@ def test_without_earlier_notebooks_the_parts_are_the_references(tmp_path):
     assert parts == {"attention": MultiHeadAttention, "layer_norm": LayerNorm, "feed_forward": PositionwiseFeedForward}
 
 
+def test_whose_part_is_said_in_the_students_language():
+    from helpers.i18n import get_language, set_language
+
+    origin = {"MultiHeadAttention": "yours", "LayerNorm": "reference"}
+    assert gpt_training.describe_parts(origin).splitlines() == ["    yours  MultiHeadAttention",
+                                                                "reference  LayerNorm"]
+    before = get_language()
+    try:
+        set_language("es")
+        assert gpt_training.describe_parts(origin).splitlines()[0].split() == ["tuyo", "MultiHeadAttention"]
+    finally:
+        set_language(before)
+
+
 def test_the_students_passing_parts_build_the_trained_gpt_and_key_its_checkpoint(tmp_path, monkeypatch, root):
     for stem in ("01_positional_encoding", "03_multi_head_attention", "05_transformer"):
         shutil.copy(root / "solutions" / f"{stem}.ipynb", tmp_path)

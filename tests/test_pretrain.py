@@ -1,6 +1,7 @@
 """`make checkpoints` (course_tools.pretrain) runs what a notebook 06's train_or_load calls need, and nothing more."""
 
 import ast
+from pathlib import Path
 
 import nbformat
 
@@ -102,3 +103,53 @@ def test_pretrain_reads_the_students_definitions_as_the_notebooks_kernel_does(tm
     monkeypatch.setattr(helpers, "train_or_load", train_or_load)
     assert pretrain(path) == ["loaded dates-x.pt (0 s of training)"]
     assert seen == [step + "\n"]
+
+
+def test_a_process_that_needs_a_checkpoint_another_is_training_waits_for_it(tmp_path, monkeypatch):
+    """In a --jobs run, a call claims its checkpoint while it runs; a second call for the same checkpoint starts
+    only once the first has let go of it, and the claim is gone after both."""
+    import threading
+
+    from helpers import gpt_training
+
+    from course_tools import pretrain
+
+    monkeypatch.setattr(pretrain, "CLAIMS", tmp_path)
+    monkeypatch.setattr(gpt_training, "checkpoint_path", lambda config, task, data_key, fingerprint: Path(
+        f"gpt-{task}-{fingerprint}.pt"))
+
+    def train_or_load_gpt(config, task, data_key, batches, vocab_size, parts=None, fingerprint="", progress=True):
+        pass
+
+    call = ((None, "dates", "data", None, 5), {"fingerprint": "f"})
+    events = []
+
+    def second_process():
+        with pretrain.claimed(train_or_load_gpt, *call):
+            events.append("second trains")
+
+    with pretrain.claimed(train_or_load_gpt, *call):
+        assert [p.name for p in tmp_path.iterdir()] == ["gpt-dates-f.pt"]
+        second = threading.Thread(target=second_process)
+        second.start()
+        second.join(timeout=1)
+        assert second.is_alive()  # waiting: it cannot go on while the claim is held
+        events.append("first done")
+    second.join(timeout=60)
+    assert events == ["first done", "second trains"] and not list(tmp_path.iterdir())
+
+
+def test_each_process_that_trains_uses_one_thread(monkeypatch):
+    """The stored outputs are those of models trained on one thread, whatever OMP_NUM_THREADS says."""
+    import torch
+
+    from course_tools import pretrain
+
+    threads = torch.get_num_threads()
+    monkeypatch.setattr(pretrain, "CLAIMS", None)
+    try:
+        torch.set_num_threads(2)
+        pretrain.one_thread()
+        assert torch.get_num_threads() == 1 and pretrain.CLAIMS is None
+    finally:
+        torch.set_num_threads(threads)

@@ -63,7 +63,8 @@ def wrong_temperature_probs(logits: torch.Tensor, temperature: float) -> dict[An
         Known("softmax_before_temperature"): soft / temperature,
         "multiplied_by_temperature": torch.softmax(logits * temperature, dim=-1),
         "temperature_ignored": soft,
-        "wrong_axis": torch.softmax(logits / temperature, dim=0),
+        **{Known("wrong_axis", axis=axis): torch.softmax(logits / temperature, dim=axis)
+           for axis in range(logits.dim() - 1)},
         "returns_logits": logits / temperature,
         "log_probabilities": torch.log_softmax(logits / temperature, dim=-1),
     }
@@ -74,15 +75,16 @@ def wrong_temperature_probs(logits: torch.Tensor, temperature: float) -> dict[An
           success="correct! Divide the logits, then one softmax.", mistakes=TEMPERATURE_MISTAKES,
           off_limits=("helpers.sampling.temperature_probs", "helpers.sampling.sample_next"))
 def check_temperature_probs(fn: Any) -> str:
-    """Check temperature_probs(logits, temperature) at three temperatures on a batch of three rows."""
-    for seed, temperature in graded([(1, 0.5), (2, 2.0), (3, 0.8)], lambda rng: (
-            int(rng.integers(2 ** 31)), float(rng.uniform(0.3, 3.0)))):
-        logits = _logits(seed)
+    """Check temperature_probs(logits, temperature) at three temperatures on a batch of three rows, then on a
+    (2, 3, V) batch: the softmax runs over the last axis, whatever the axes before it."""
+    for logits, temperature in graded([(_logits(1), 0.5), (_logits(2), 2.0), (_logits(3), 0.8)], lambda rng: (
+            _logits(int(rng.integers(2 ** 31))), float(rng.uniform(0.3, 3.0)))) + [
+                (_logits(10, rows=6).reshape(2, 3, -1), 0.7)]:
         what = f"temperature_probs(logits of shape {tuple(logits.shape)}, temperature={temperature:g})"
         out = to_array(call(fn, logits.clone(), temperature), what)
         _check(out, reference_temperature_probs(logits, temperature), wrong_temperature_probs(logits, temperature),
                what)
-    return tr("temperature_probs:checked", "Checked at three temperatures.")
+    return tr("temperature_probs:checked", "Checked at four temperatures, on logits of shapes (3, V) and (2, 3, V).")
 
 
 # ---------------------------------------------------------------------- top-k
@@ -130,7 +132,8 @@ def wrong_top_k(logits: torch.Tensor, k: int) -> dict[Any, torch.Tensor]:
 
 def _top_k_behaviour(out: np.ndarray, logits: torch.Tensor, k: int, what: str) -> None:
     """The mistakes recognised by what the answer does rather than by one exact wrong answer."""
-    expected = reference_top_k_filter(logits, k).numpy()
+    expected = reference_top_k_filter(logits, k).numpy().reshape(-1, logits.shape[-1])
+    out = out.reshape(expected.shape)
     removed = np.isneginf(expected)
     if np.array_equal(out[~removed], expected[~removed]) and removed.any() and np.all(np.isfinite(out[removed])):
         raise Known("removed_not_minus_inf", what=what, value=f"{out[removed][0]:g}")
@@ -146,9 +149,11 @@ def _top_k_behaviour(out: np.ndarray, logits: torch.Tensor, k: int, what: str) -
           success="correct! The k largest logits stay, ties at the k-th included.", mistakes=TOP_K_MISTAKES,
           off_limits=("helpers.sampling.top_k_filter", "helpers.sampling.sample_next"))
 def check_top_k_filter(fn: Any) -> str:
-    """Check top_k_filter(logits, k) for k = 1, 2, 3 and 5 on rows with ties and without."""
+    """Check top_k_filter(logits, k) for k = 1, 2, 3 and 5 on rows with ties and without, and on one row of shape
+    (V,)."""
     for logits, k in graded([(tie_logits(), 2), (tie_logits(), 1), (tie_logits(), 3), (_logits(4), 5)],
-                            lambda rng: (_logits(int(rng.integers(2 ** 31))), int(rng.integers(1, 8)))):
+                            lambda rng: (_logits(int(rng.integers(2 ** 31))), int(rng.integers(1, 8)))) + [
+                                (tie_logits()[1], 2)]:
         what = f"top_k_filter(logits of shape {tuple(logits.shape)}, k={k})"
         expected = reference_top_k_filter(logits, k)
         out = to_array(call(fn, logits.clone(), k), what)
@@ -157,7 +162,7 @@ def check_top_k_filter(fn: Any) -> str:
                                     if not torch.equal(value, expected)}, what))  # with k = 1 some are right
             _top_k_behaviour(out, logits, k, what)
         _check(out, expected, {}, what)
-    return tr("top_k_filter:checked", "Checked with k = 1, 2, 3 and 5, and with ties.")
+    return tr("top_k_filter:checked", "Checked with k = 1, 2, 3 and 5, with ties, and on one row of shape (V,).")
 
 
 # ---------------------------------------------------------------------- top-p
@@ -171,8 +176,9 @@ TOP_P_MISTAKES = {
                        "largest down first (descending=True), then put the decisions back in the vocabulary's "
                        "order.",
     "ascending_sort": "{what} keeps the LEAST likely tokens: sort the probabilities in descending order.",
-    "order_not_restored": "{what}: the result is in sorted order: scatter the kept probabilities back to the "
-                          "positions of their tokens in the vocabulary.",
+    "order_not_restored": "{what}: the kept probabilities are not at their own tokens' places in the vocabulary: "
+                          "put each back where the sort took it from, scatter(-1, order, ...) with the order the "
+                          "sort returned (a gather with that order moves them elsewhere).",
 }
 
 
@@ -200,7 +206,15 @@ def wrong_top_p(probs: torch.Tensor, p: float) -> dict[Any, torch.Tensor]:
         "unsorted_cumsum": _nucleus(probs, p, sort="none"),
         "ascending_sort": _nucleus(probs, p, sort="asc"),
         "order_not_restored": _nucleus(probs, p, restore=False),
+        Known("order_not_restored"): _gathered(probs, p),
     }
+
+
+def _gathered(probs: torch.Tensor, p: float) -> torch.Tensor:
+    """top_p_filter whose decisions, made in sorted order, are put back with gather(-1, order), not scatter."""
+    ordered, order = probs.sort(dim=-1, descending=True)
+    kept = probs * ((ordered.cumsum(dim=-1) - ordered) < p).gather(-1, order)
+    return kept / kept.sum(dim=-1, keepdim=True)
 
 
 @exercise("top_p_filter", notebook=NOTEBOOK, points=3, defines="top_p_filter",
@@ -216,15 +230,20 @@ def check_top_p_filter(fn: Any) -> str:
         expected = reference_top_p_filter(probs, p)
         wrong = {key: value for key, value in wrong_top_p(probs, p).items()
                  if not torch.allclose(value, expected, equal_nan=True)}
-        _check(to_array(call(fn, probs.clone(), p), what), expected, wrong, what)
+        out = to_array(call(fn, probs.clone(), p), what)
+        if out.shape == tuple(expected.shape) and np.array_equal(out > 0, expected.numpy() > 0) and not np.allclose(
+                out.sum(axis=-1), 1.0):  # the right tokens kept, scaled otherwise than by their sum
+            raise Known("not_renormalised", what=what)
+        _check(out, expected, wrong, what)
     return tr("top_p_filter:checked", "Checked at four values of p.")
 
 
 # ---------------------------------------------------------------------- sample_next
 SAMPLE_MISTAKES = {
-    "no_generator": "{what} gives other tokens when the global random state changes, with the same generator: draw "
-                    "with the generator you are given, torch.multinomial(probs, 1, generator=generator), so that a "
-                    "seeded generator gives the same text every time.",
+    "no_generator": "{what} does not draw with the generator it is given (the global random state changes its "
+                    "tokens, or a generator seeded otherwise leaves them as they were): draw with "
+                    "torch.multinomial(probs, 1, generator=generator), so that a seeded generator gives the same "
+                    "text every time.",
     "greedy_always": "{what} always returns the most likely token: sample from the probabilities with "
                      "torch.multinomial; only temperature == 0 means the argmax.",
     "top_p_before_temperature": "{what}: the nucleus is taken before the temperature: divide by the temperature "
@@ -270,10 +289,11 @@ def check_sample_next(fn: Any) -> str:
             continue
         if temperature == 0:
             raise Known("no_greedy_at_zero", what=what)
-        if not np.array_equal(out, _draws(fn, logits, 10, 12, *args)):
-            raise Known("no_generator", what=what)
         if np.array_equal(out, logits.argmax(-1).numpy()):
             raise Known("greedy_always", what=what)
+        if not np.array_equal(out, _draws(fn, logits, 10, 12, *args)) or np.array_equal(
+                out, _draws(fn, logits, 13, 11, *args)):
+            raise Known("no_generator", what=what)
         if top_p is not None:
             with torch.random.fork_rng(devices=[]):
                 swapped = torch.softmax(logits, -1) if top_k is None else torch.softmax(
