@@ -150,8 +150,9 @@ test-pythons: setup checkpoints
 ONE_THREAD := unit unit-others unit-grader unit-nbgrader unit-colab test-setup browser nbval-editions nbval-notebooks
 $(ONE_THREAD) nbval-solutions-% nbval-notebooks-%: export OMP_NUM_THREADS := 1
 
-# Every model that a notebook 06 or 07 loads, trained once, alone, before the runs that execute notebooks 06 and 07
+# Every model that a notebook 06 or 07 loads, trained once, before the runs that execute notebooks 06 and 07
 # (several at a time would each train it, on shared cores); a model already in .cache/checkpoints is loaded (seconds).
+# Each model is trained on one thread, two notebooks at a time: the stored outputs are those of one-thread models.
 # Notebook 07's language model is keyed by its text, this Python's standard library: make test-pythons trains it
 # once more for each other Python, in that Python's strict nbval of the solutions.
 NEEDS_CHECKPOINTS := unit unit-others unit-grader unit-nbgrader unit-colab browser nbval-solutions nbval-editions nbval-notebooks \
@@ -218,7 +219,7 @@ check-student-notebooks: setup
 	$(VENV)/bin/tfs-make-student solutions notebooks --check
 
 # Re-execute the solution notebooks, store their outputs, then regenerate the student notebooks.
-outputs: setup
+outputs: setup checkpoints
 	$(VENV)/bin/jupyter nbconvert --to notebook --execute --inplace \
 		--ExecutePreprocessor.record_timing=False --ExecutePreprocessor.timeout=900 solutions/*.ipynb
 	$(MAKE) --no-print-directory student-notebooks
@@ -230,7 +231,7 @@ translations: setup
 
 # Re-execute one edition's solution notebooks (make outputs-es, outputs-pt, outputs-vi), store their outputs,
 # then regenerate its student notebooks.
-outputs-%: translations
+outputs-%: translations checkpoints
 	@[ -f editions/$*/EDITION ] || { echo "There is no edition '$*': one of $(EDITIONS)." >&2; exit 2; }
 	$(VENV)/bin/jupyter nbconvert --to notebook --execute --inplace \
 		--ExecutePreprocessor.record_timing=False --ExecutePreprocessor.timeout=900 editions/$*/solutions/*.ipynb

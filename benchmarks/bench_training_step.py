@@ -24,6 +24,7 @@ import torch
 from torch import nn
 
 import helpers
+from helpers.dates import SOURCE_VOCAB, TARGET_VOCAB
 from helpers.loss import LabelSmoothingLoss
 from helpers.training import train_step
 
@@ -68,8 +69,8 @@ def make_step(model, src, tgt, step_fn=train_step, loss_class=LabelSmoothingLoss
 
 CONFIGS = {
     "notebook 06 (d_model 64, 2+2 layers, batch 128, L_src 20, L_tgt 12)":
-        dict(src_vocab=75, tgt_vocab=14, d_model=64, num_heads=4, num_layers=2, d_ff=256, share=False,
-             batch=128, l_src=20, l_tgt=12),
+        dict(src_vocab=len(SOURCE_VOCAB), tgt_vocab=len(TARGET_VOCAB), d_model=64, num_heads=4, num_layers=2,
+             d_ff=256, share=False, batch=128, l_src=20, l_tgt=12),
     "paper base (d_model 512, 6+6 layers, 37k shared vocab, batch 8, L 16)":
         dict(src_vocab=37000, tgt_vocab=37000, d_model=512, num_heads=8, num_layers=6, d_ff=2048, share=True,
              batch=8, l_src=16, l_tgt=17),

@@ -21,7 +21,7 @@ from pathlib import Path
 from typing import Any
 
 # Every language of the course, with its name in English (tools) and in itself (what a reader sees).
-# Adding an edition adds a line here and one in NUMBER_FORMAT (README.md, "Adding a language").
+# Adding an edition adds a line here and one in NUMBER_FORMAT (docs/course-authors.md, "Adding a language").
 LANGUAGE_NAMES = {"en": ("English", "English"), "es": ("Spanish", "Español"),
                   "pt": ("Portuguese (Brazil)", "Português (Brasil)"), "vi": ("Vietnamese", "Tiếng Việt")}
 LANGUAGES = tuple(LANGUAGE_NAMES)

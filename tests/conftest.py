@@ -99,3 +99,28 @@ def verdict(check, candidate, capsys=None):
     if capsys is not None:
         assert capsys.readouterr().out == "", "a check prints nothing"
     return result
+
+
+# ---------------------------------------------------------------------- the fresh wrong answers (test_fresh_mistakes_*)
+FRESH_GENERIC = (None, "raised_error", "wrong_shape", "not_finite", "not_an_array")  # the messages that name nothing
+
+
+def assert_fresh(check, wrong, what, code):
+    """A fresh wrong answer fails its check, which names code (with code None: gives only a generic message)."""
+    import numpy as np
+    import torch
+
+    torch.manual_seed(0)
+    np.random.seed(0)
+    result = check(wrong)
+    assert not result, f"{what}: passed"
+    if code is None:
+        assert result.mistake in FRESH_GENERIC, f"{what}: named {result.mistake}: {result}"
+    else:
+        assert result.mistake == code, f"{what}: expected {code}, got {result.mistake}: {result}"
+
+
+def assert_named_share(codes, share=0.85):
+    """At least share of the fresh wrong answers expect a named hint (which assert_fresh holds each to)."""
+    named = sum(code is not None for code in codes)
+    assert named >= share * len(codes), f"{named} of {len(codes)} named"

@@ -149,3 +149,12 @@ def test_make_test_runs_every_solution_strictly_once_the_english_at_the_default_
              if w.startswith("tests/test_") and "--ignore" not in w}
     ignored = {w.split("=", 1)[1] for words in unit for w in words if w.startswith("--ignore=")}
     assert named == ignored, "every test file that a run of its own takes is left out of the run of the others"
+
+
+def test_make_outputs_trains_the_checkpoints_before_it_executes_the_solutions():
+    """docs/course-authors.md: make outputs and make outputs-es run make checkpoints first, so that the notebooks
+    they execute load the one-thread models rather than train their own."""
+    makefile = (ROOT / "Makefile").read_text(encoding="utf-8")
+    for target in ("outputs", "outputs-%"):
+        rule = re.search(rf"^{re.escape(target)}:(.*)$", makefile, re.M)
+        assert rule and "checkpoints" in rule.group(1).split(), target

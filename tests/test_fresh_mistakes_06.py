@@ -5,13 +5,14 @@ code must get it."""
 
 import math
 
-import numpy as np
 import pytest
 import torch
 import torch.nn.functional as F
 from torch import nn
 
 from helpers import check_greedy_decode, check_label_smoothing_loss, check_train_step, check_transformer_lr
+
+from conftest import assert_fresh, assert_named_share
 
 pytestmark = pytest.mark.guarded  # the off-limits guard on, as in a notebook: one wrong answer calls a built-in
 
@@ -750,40 +751,10 @@ CHECKS = {"transformer_lr": check_transformer_lr, "label_smoothing_loss": check_
           "train_step": check_train_step, "greedy_decode": check_greedy_decode}
 
 
-def run(exercise, wrong):
-    torch.manual_seed(0)
-    np.random.seed(0)
-    return CHECKS[exercise](wrong)
-
-
-def rates():
-    """named right / named WRONG / generic / wrongly PASSED, over FRESH (for the report)."""
-    tally = {"named right": 0, "named WRONG": 0, "generic": 0, "PASSED": 0}
-    for exercise, _, wrong, code in FRESH:
-        verdict = run(exercise, wrong)
-        if verdict:
-            tally["PASSED"] += 1
-        elif verdict.mistake is None or verdict.mistake in ("raised_error", "wrong_shape", "not_finite"):
-            tally["generic"] += 1
-        elif code is None or verdict.mistake != code:
-            tally["named WRONG"] += 1
-        else:
-            tally["named right"] += 1
-    return tally
-
-
 @pytest.mark.parametrize("exercise, what, wrong, code", FRESH, ids=[f"{e}: {w}" for e, w, _, _ in FRESH])
-def test_fresh_wrong_answer(exercise, what, wrong, code, capsys):
-    verdict = run(exercise, wrong)
-    assert not verdict, f"{what}: passed"
-    if code is None:
-        assert verdict.mistake in (None, "raised_error", "wrong_shape", "not_finite", "not_an_array"), \
-            f"{what}: named {verdict.mistake}: {verdict}"
-    else:
-        assert verdict.mistake == code, f"{what}: expected {code}, got {verdict.mistake}: {verdict}"
+def test_fresh_wrong_answer(exercise, what, wrong, code):
+    assert_fresh(CHECKS[exercise], wrong, what, code)
 
 
 def test_named_share():
-    """At least 85% of the fresh wrong answers expect a named hint, which test_fresh_wrong_answer holds each to."""
-    named = sum(code is not None for _, _, _, code in FRESH)
-    assert named >= 0.85 * len(FRESH), f"{named} of {len(FRESH)} named"
+    assert_named_share([code for _, _, _, code in FRESH])

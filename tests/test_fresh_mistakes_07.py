@@ -2,13 +2,14 @@
 were read), each with the mistake code a fair check should name, or None where only "differs ..." is honest.
 No wrong answer may pass, none may get a wrong name, and each one that expects a code must get it."""
 
-import numpy as np
 import pytest
 import torch
 from torch import nn
 
 from helpers import (LayerNorm, MultiHeadAttention, PositionwiseFeedForward, check_gpt_block, check_sample_next,
                      check_temperature_probs, check_top_k_filter, check_top_p_filter, sampling)
+
+from conftest import assert_fresh, assert_named_share
 
 pytestmark = pytest.mark.guarded  # the off-limits guard on, as in a notebook
 
@@ -309,50 +310,14 @@ FRESH = [
     ("sample_next", "top_k ignored", sn_no_top_k, "filters_ignored"),
 ]
 
-# Findings: the check should name these (its message for the code is right, or would be with a word changed) but
-# does not yet. Strict: once the check names one, its test passes and fails here, and its line goes.
-XFAIL: dict[str, str] = {}
-
 CHECKS = {"gpt_block": check_gpt_block, "temperature_probs": check_temperature_probs,
           "top_k_filter": check_top_k_filter, "top_p_filter": check_top_p_filter, "sample_next": check_sample_next}
-GENERIC = (None, "raised_error", "wrong_shape", "not_finite", "not_an_array")
-
-
-def run(exercise, wrong):
-    torch.manual_seed(0)
-    np.random.seed(0)
-    return CHECKS[exercise](wrong)
-
-
-def rates():
-    """named right / named WRONG / generic / wrongly PASSED, over FRESH (for the report)."""
-    tally = {"named right": 0, "named WRONG": 0, "generic": 0, "PASSED": 0}
-    for exercise, _, wrong, code in FRESH:
-        verdict = run(exercise, wrong)
-        if verdict:
-            tally["PASSED"] += 1
-        elif verdict.mistake in GENERIC:
-            tally["generic"] += 1
-        elif code is None or verdict.mistake != code:
-            tally["named WRONG"] += 1
-        else:
-            tally["named right"] += 1
-    return tally
 
 
 @pytest.mark.parametrize("exercise, what, wrong, code", FRESH, ids=[f"{e}: {w}" for e, w, _, _ in FRESH])
-def test_fresh_wrong_answer(exercise, what, wrong, code, request):
-    if what in XFAIL:
-        request.applymarker(pytest.mark.xfail(reason=XFAIL[what], strict=True))
-    verdict = run(exercise, wrong)
-    assert not verdict, f"{what}: passed"
-    if code is None:
-        assert verdict.mistake in GENERIC, f"{what}: named {verdict.mistake}: {verdict}"
-    else:
-        assert verdict.mistake == code, f"{what}: expected {code}, got {verdict.mistake}: {verdict}"
+def test_fresh_wrong_answer(exercise, what, wrong, code):
+    assert_fresh(CHECKS[exercise], wrong, what, code)
 
 
 def test_named_share():
-    """At least 85% of the fresh wrong answers expect a named hint, which test_fresh_wrong_answer holds each to."""
-    named = sum(code is not None for _, _, _, code in FRESH)
-    assert named >= 0.85 * len(FRESH), f"{named} of {len(FRESH)} named"
+    assert_named_share([code for _, _, _, code in FRESH])

@@ -241,3 +241,17 @@ def test_bad_configuration_is_a_value_error_naming_the_argument(kwargs, argument
 def test_bad_smoothing_is_a_value_error(smoothing):
     with pytest.raises(ValueError, match="smoothing"):
         LabelSmoothingLoss(smoothing=smoothing)
+
+
+def test_notebook_06_trains_on_the_gpu_when_there_is_one(monkeypatch, root):
+    """README: no GPU is needed, and notebook 06 uses one when present."""
+    import torch
+
+    from helpers.training import default_device
+
+    monkeypatch.setattr(torch.cuda, "is_available", lambda: True)
+    assert default_device() == "cuda"
+    monkeypatch.setattr(torch.cuda, "is_available", lambda: False)
+    assert default_device() == "cpu"
+    source = (root / "solutions" / "06_training.ipynb").read_text(encoding="utf-8")
+    assert "device = helpers.default_device()" in source
