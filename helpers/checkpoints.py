@@ -88,16 +88,16 @@ class TrainResult:
 
     def describe(self) -> str:
         """Whether the model was trained or loaded, where it is saved, and how long training took."""
-        from .i18n import tr
+        from .i18n import number, tr
 
         h = self.history
         if self.trained:
-            return tr("checkpoints:trained", "Trained for {steps} steps in {seconds:.0f} s on {device} ({threads}); "
-                      "saved to {path}.", steps=len(h.loss), seconds=h.seconds, device=h.device,
+            return tr("checkpoints:trained", "Trained for {steps} steps in {seconds} s on {device} ({threads}); "
+                      "saved to {path}.", steps=len(h.loss), seconds=number(h.seconds, 0), device=h.device,
                       threads=thread_count(h.threads), path=self.path)
-        return tr("checkpoints:loaded", "Loaded the trained weights from {path} (training took {seconds:.0f} s on "
-                  "{device}). Set RETRAIN = True in this cell to train again.", path=self.path, seconds=h.seconds,
-                  device=h.device)
+        return tr("checkpoints:loaded", "Loaded the trained weights from {path} (training took {seconds} s on "
+                  "{device}). Set RETRAIN = True in this cell to train again.", path=self.path,
+                  seconds=number(h.seconds, 0), device=h.device)
 
 
 def weights_sha256(state_dict: dict) -> str:

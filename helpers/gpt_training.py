@@ -226,15 +226,15 @@ class GPTResult:
 
     def describe(self) -> str:
         """Whether the model was trained or loaded, and how long training took."""
-        from .i18n import tr
+        from .i18n import number, tr
 
         h = self.history
         if self.trained:
-            return tr("gpt_training:trained", "Trained for {steps} steps in {seconds:.0f} s on {device} ({threads}); "
-                      "saved to {path}.", steps=len(h.loss), seconds=h.seconds, device=h.device,
+            return tr("gpt_training:trained", "Trained for {steps} steps in {seconds} s on {device} ({threads}); "
+                      "saved to {path}.", steps=len(h.loss), seconds=number(h.seconds, 0), device=h.device,
                       threads=thread_count(h.threads), path=self.path.name)
-        return tr("gpt_training:loaded", "Loaded the trained weights from {path} (training took {seconds:.0f} s on "
-                  "{device}, {threads}).", path=self.path.name, seconds=h.seconds, device=h.device,
+        return tr("gpt_training:loaded", "Loaded the trained weights from {path} (training took {seconds} s on "
+                  "{device}, {threads}).", path=self.path.name, seconds=number(h.seconds, 0), device=h.device,
                   threads=thread_count(h.threads))
 
 
