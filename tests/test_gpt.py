@@ -295,7 +295,7 @@ def test_without_earlier_notebooks_the_parts_are_the_references(tmp_path):
 
 
 def test_whose_part_is_said_in_the_students_language():
-    from helpers.i18n import get_language, set_language
+    from helpers.i18n import get_language, set_language, tr
 
     origin = {"MultiHeadAttention": "yours", "LayerNorm": "reference"}
     assert gpt_training.describe_parts(origin).splitlines() == ["    yours  MultiHeadAttention",
@@ -303,7 +303,9 @@ def test_whose_part_is_said_in_the_students_language():
     before = get_language()
     try:
         set_language("es")
-        assert gpt_training.describe_parts(origin).splitlines()[0].split() == ["tuyo", "MultiHeadAttention"]
+        yours = tr("training:mark_yours", "yours")
+        assert yours != "yours" and gpt_training.describe_parts(origin).splitlines()[0].strip() == \
+            f"{yours}  MultiHeadAttention"
     finally:
         set_language(before)
 
