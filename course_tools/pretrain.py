@@ -9,9 +9,8 @@ the reference's). A model already in .cache/checkpoints is loaded, as it is in t
 
 Every model is trained on one thread, whatever OMP_NUM_THREADS says: a model's weights depend on the number of
 threads that trained it (its sums are split differently), and the stored outputs of notebooks 06 and 07 are those of
-models trained on one. Two notebooks are run at once, each in a process of its own (--jobs), which on two cores
-takes about half the time of one after the other; a model that both need is trained by the first to reach it, while
-the other waits for it, then loads it.
+models trained on one. Two notebooks are run at once, each in a process of its own (--jobs), so that both cores
+work; a model that both need is trained by the first to reach it, while the other waits for it, then loads it.
 
     python -m course_tools.pretrain [--jobs N] [NOTEBOOK.ipynb ...]
 """
