@@ -151,11 +151,15 @@ def through_last_check(notebook: nbformat.NotebookNode) -> nbformat.NotebookNode
 
 
 # ---------------------------------------------------------------------------------------- grading
-def _cell_label(notebook: nbformat.NotebookNode, index: int) -> str:
+def _cell_label(notebook: nbformat.NotebookNode, index: int, language: str) -> str:
+    """'code cell 3 (`its first line`)', in the notebook's language."""
     code = [i for i, c in enumerate(notebook.cells) if c.cell_type == "code"]
     first = next((line.strip() for line in notebook.cells[index].source.splitlines() if line.strip()), "")
     number = code.index(index) + 1 if index in code else index + 1
-    return f"code cell {number} (`{first[:60]}`)" if first else f"code cell {number}"
+    if first:
+        return tr("grader:code_cell_line", "code cell {number} (`{line}`)", in_language=language, number=number,
+                  line=first[:60])
+    return tr("grader:code_cell", "code cell {number}", in_language=language, number=number)
 
 
 def _verdict(name: str, cells: dict[str, list[int]], run: Run, fresh: dict[str, dict], trimmed: nbformat.NotebookNode,
@@ -171,24 +175,25 @@ def _verdict(name: str, cells: dict[str, list[int]], run: Run, fresh: dict[str, 
         return row(name, "fail", "kernel_died", tr(
             "grader:kernel_died", "the kernel died while running {cell}, so its check cell never ran: look "
             "for code that exits Python or uses up the memory.", in_language=language,
-            cell=_cell_label(trimmed, run.died_at)))
+            cell=_cell_label(trimmed, run.died_at, language)))
     late = [i for i in sorted(run.timed_out) if i <= max(cells[name])] or [min(cells[name])]
     return row(name, "fail", "timed_out", tr(
         "grader:cell_timed_out", "{cell} ran longer than {seconds} seconds and was interrupted, so its check "
         "did not finish: look for a loop that never ends.", in_language=language,
-        cell=_cell_label(trimmed, late[-1]), seconds=timeout))
+        cell=_cell_label(trimmed, late[-1], language), seconds=timeout))
 
 
 def _notes(run: Run, checked: set[int], trimmed: nbformat.NotebookNode, timeout: int, language: str) -> list[str]:
     notes = [tr("grader:other_cell_timed_out", "{cell} ran longer than {seconds} seconds and was interrupted; the "
-                "cells after it still ran.", in_language=language, cell=_cell_label(trimmed, i), seconds=timeout)
+                "cells after it still ran.", in_language=language, cell=_cell_label(trimmed, i, language),
+                seconds=timeout)
              for i in sorted(run.timed_out - checked)]
     if run.died_at is not None and not [i for i in checked if i >= run.died_at]:  # no exercise's verdict says it
         notes.append(tr("grader:other_cell_died", "the kernel died while running {cell}; the cells after it did not "
-                        "run.", in_language=language, cell=_cell_label(trimmed, run.died_at)))
+                        "run.", in_language=language, cell=_cell_label(trimmed, run.died_at, language)))
     return notes + [tr("grader:kernel_restarted", "{cell} went on running after it was interrupted, so its kernel "
                        "was stopped {seconds} seconds later; the cells after it ran in a new kernel.",
-                       in_language=language, cell=_cell_label(trimmed, i), seconds=grace_seconds(timeout))
+                       in_language=language, cell=_cell_label(trimmed, i, language), seconds=grace_seconds(timeout))
                     for i in sorted(run.restarted)]
 
 

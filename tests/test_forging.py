@@ -230,11 +230,13 @@ def test_output_paths_are_checked_before_any_grading(tmp_path):
 def test_a_dead_kernel_and_a_timed_out_cell_are_named(tmp_path):
     right = solution_source("01_positional_encoding", "create_position_matrix")
     dies = small_notebook(tmp_path, "dies_01_positional_encoding.ipynb", "01_positional_encoding",
-                          {"create_position_matrix": right}, "import os\nos._exit(1)")
+                          {"create_position_matrix": right},
+                          "import os\nfrom helpers import set_language\n\nset_language('es')\nos._exit(1)")
     status, out, _ = run_grader(dies, "--json")
     result = verdict_of(json.loads(out), "create_position_matrix")
     assert (result["status"], result["mistake"]) == ("fail", "kernel_died"), result
-    assert "kernel died while running code cell 3 (`import os`)" in result["message"]
+    # in the notebook's language, the cell's label included
+    assert "el kernel murió mientras ejecutaba la celda de código 3 (`import os`)" in result["message"]
     looping = PE_SIGNATURE + "    import time\n\n    while True:\n        time.sleep(0.01)\n"  # never ends, asleep
     slow = tmp_path / "slow_01_positional_encoding.ipynb"  # no imports cell: only the two slow cells take time
     code = nbformat.v4.new_code_cell
