@@ -1,9 +1,10 @@
 """Where a submission runs while it is graded: a private copy in a fresh folder, and, on Linux with bubblewrap
 (Debian package ``bubblewrap``), a sandbox around each of its processes (its kernel, its verdicts).
 
-In the sandbox the whole file system is read-only but the workspace, /tmp is empty, there is no network, no other
-process is visible (where allowed), and everything ends with the grader. Without bwrap, or with
-``TFS_GRADE_ISOLATION=off`` (``tfs-grade --no-isolation``), submissions run from private copies, not isolated.
+In the sandbox the whole file system is read-only but the workspace, /tmp is empty (but for the course and its
+Python, when they live there), there is no network, no other process is visible (where allowed), and everything
+ends with the grader. Without bwrap, or with ``TFS_GRADE_ISOLATION=off`` (``tfs-grade --no-isolation``), submissions
+run from private copies, not isolated.
 """
 
 from __future__ import annotations
@@ -37,6 +38,15 @@ def wanted() -> bool:
     return os.environ.get(ENVIRONMENT_SWITCH, "").strip().lower() not in OFF
 
 
+def under_sandbox_root() -> list[str]:
+    """What the sandbox's empty /tmp would hide and a submission needs: this Python's environment and base
+    installation, and the course's checkout (a clone under /tmp, as CI may make), each bound back read-only."""
+    course = Path(__file__).resolve().parents[1]
+    needed = {Path(os.path.realpath(path)) for path in (sys.prefix, sys.base_prefix, sys.executable)} | {course}
+    root = SANDBOX_ROOT.resolve()
+    return sorted(str(path) for path in needed if path.is_relative_to(root) and path != root)
+
+
 @functools.lru_cache(maxsize=None)
 def bwrap_options() -> tuple[str, ...] | None:
     """bwrap and the options of every sandbox, when bwrap works here (tried once); None otherwise."""
@@ -44,6 +54,7 @@ def bwrap_options() -> tuple[str, ...] | None:
     if bwrap is None or not SANDBOX_ROOT.is_dir():
         return None
     base = (bwrap, "--ro-bind", "/", "/", "--dev", "/dev", "--proc", "/proc", "--tmpfs", str(SANDBOX_ROOT),
+            *[option for path in under_sandbox_root() for option in ("--ro-bind", path, path)],
             "--unshare-net", "--unshare-ipc", "--unshare-uts", "--die-with-parent")
     for options in (base + ("--unshare-pid",), base):  # a container may refuse a new PID namespace
         try:
