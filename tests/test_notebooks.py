@@ -3,6 +3,7 @@ things off limits in each, and two collapsed hints (the idea, then the structure
 left to the student: no line of the solution), and no reference to material a student does not have."""
 
 import re
+from pathlib import Path
 
 import nbformat
 import pytest
@@ -111,3 +112,14 @@ def test_readme_outline_lists_every_notebook_with_its_time():
         header = _cells(name)[0].source
         number = int(name[:2])
         assert f"notebook {number} of {len(NOTEBOOKS)}.** About {rows[name]} minutes" in header, name
+
+
+def test_stored_outputs_name_no_folder_of_the_machine_that_ran_them():
+    """A stored output shows no path into the author's checkout or checkpoint cache (notebook 07 shows, on purpose,
+    the folder of the Python standard library its text is read from)."""
+    where = [str(ROOT), str(Path.home() / ".cache")]
+    for path in sorted(ROOT.glob("solutions/*.ipynb")) + sorted(ROOT.glob("editions/*/solutions/*.ipynb")):
+        for cell in nbformat.read(path, as_version=4).cells:
+            for output in cell.get("outputs", []):
+                text = output.get("text", "") + str(output.get("data", {}).get("text/plain", ""))
+                assert not [folder for folder in where if folder in text], f"{path.relative_to(ROOT)}: {text[:200]}"
