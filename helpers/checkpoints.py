@@ -96,8 +96,7 @@ class TrainResult:
                       "saved to {path}.", steps=len(h.loss), seconds=number(h.seconds, 0), device=h.device,
                       threads=thread_count(h.threads), path=self.path)
         return tr("checkpoints:loaded", "Loaded the trained weights from {path} (training took {seconds} s on "
-                  "{device}). Set RETRAIN = True in this cell to train again.", path=self.path.name,
-                  seconds=number(h.seconds, 0), device=h.device)
+                  "{device}).", path=self.path.name, seconds=number(h.seconds, 0), device=h.device)
 
 
 def weights_sha256(state_dict: dict) -> str:
