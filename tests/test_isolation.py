@@ -144,7 +144,6 @@ def test_the_sandbox_works_wherever_bubblewrap_does():
     """A plain bwrap that works here (the sandbox's options but its empty /tmp) means the grader's sandbox works too:
     a checkout or an environment under /tmp (a CI clone) is bound back, not hidden, so the tests above run, not skip.
     It fails on the isolation.py before this test, in a clone under /tmp."""
-    options = isolation.bwrap_options.__wrapped__()  # tried afresh
     bwrap = shutil.which("bwrap")
     if bwrap is None or not sys.platform.startswith("linux"):
         pytest.skip("bubblewrap (bwrap) is not installed here")
@@ -152,7 +151,18 @@ def test_the_sandbox_works_wherever_bubblewrap_does():
              "--", sys.executable, "-I", "-c", "pass"]
     if subprocess.run(plain, capture_output=True, timeout=60, check=False).returncode != 0:
         pytest.skip("bubblewrap cannot make a sandbox on this machine (user namespaces refused)")
+    options = isolation.bwrap_options.__wrapped__()  # tried afresh, not the answer cached by the tests above
     assert options is not None, "bwrap works here, yet the grader's sandbox does not"
     for path in (sys.prefix, ROOT):
         if Path(path).resolve().is_relative_to(isolation.SANDBOX_ROOT.resolve()):
             assert str(Path(path).resolve()) in options
+
+
+def test_what_lives_under_tmp_is_bound_back(monkeypatch):
+    """The course's Python environment under /tmp (a CI clone's .venv) is bound back into the sandbox; one elsewhere
+    needs nothing, since the sandbox sees the whole file system read-only but /tmp."""
+    venv = isolation.SANDBOX_ROOT.resolve() / "clone" / ".venv"
+    monkeypatch.setattr(sys, "prefix", str(venv))
+    assert str(venv) in isolation.under_sandbox_root()
+    monkeypatch.setattr(sys, "prefix", "/opt/course/.venv")
+    assert "/opt/course/.venv" not in isolation.under_sandbox_root()
