@@ -17,6 +17,7 @@ import copy
 import json
 import os
 import sys
+import threading
 from collections import Counter
 from concurrent.futures import ThreadPoolExecutor
 from pathlib import Path
@@ -100,6 +101,15 @@ def _walk(root: Path) -> list[tuple[Path, str | None]]:
 
 # ---------------------------------------------------------------------------------------- check cells
 CHECK_NAMES = {e.check_name: e.name for e in EXERCISES.values()}  # check function -> exercise
+# Notebooks graded at once (--jobs) are parsed one at a time: on Python 3.11, ast.parse in two threads can raise
+# "SystemError: AST constructor recursion depth mismatch" (CPython issue 106905; it failed a grader test here).
+PARSING = threading.Lock()
+
+
+def parse_cell(source: str) -> ast.Module:
+    """A code cell's syntax tree, its IPython magics blanked (raises SyntaxError)."""
+    with PARSING:
+        return ast.parse(python_lines(source))
 
 
 def check_cells(notebook: nbformat.NotebookNode) -> dict[str, list[int]]:
@@ -109,7 +119,7 @@ def check_cells(notebook: nbformat.NotebookNode) -> dict[str, list[int]]:
         if cell.cell_type != "code":
             continue
         try:
-            tree = ast.parse(python_lines(cell.source))
+            tree = parse_cell(cell.source)
         except SyntaxError:
             continue
         calls = [getattr(node.func, "id", getattr(node.func, "attr", None))
@@ -141,7 +151,7 @@ def through_last_check(notebook: nbformat.NotebookNode) -> nbformat.NotebookNode
     for index in set(calls):
         cell = trimmed.cells[index]
         lines = cell.source.splitlines()
-        for statement in ast.parse(python_lines(cell.source)).body:  # check_cells parsed it already
+        for statement in parse_cell(cell.source).body:  # check_cells parsed it already
             value = getattr(statement, "value", None)
             called = getattr(value, "func", None)
             if isinstance(value, ast.Call) and getattr(called, "id", getattr(called, "attr", "")) in CHECK_NAMES:

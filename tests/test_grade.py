@@ -17,11 +17,13 @@ import json
 import shutil
 import subprocess
 import sys
+import threading
 from pathlib import Path
 
 import nbformat
 import pytest
 
+from course_tools import grade
 from course_tools.results import CSV_COLUMNS, exit_status
 from course_tools.verdicts import compute
 from helpers.checks import exercises_in
@@ -307,3 +309,16 @@ def test_jobs_default_to_the_cores_this_process_may_use():
     assert _parser().parse_args(["x.ipynb"]).jobs == CORES >= 1
     if hasattr(os, "sched_getaffinity"):  # Linux: the cores this process may run on
         assert CORES == len(os.sched_getaffinity(0))
+
+
+def test_notebooks_graded_at_once_are_parsed_one_at_a_time():
+    """ast.parse in two threads at once can raise SystemError on Python 3.11 (CPython issue 106905; it failed a
+    --jobs 2 run of tests/test_isolation.py): a grading thread waits for the lock that another holds."""
+    trees = []
+    with grade.PARSING:
+        waiting = threading.Thread(target=lambda: trees.append(grade.parse_cell("%time\nx = 1")))
+        waiting.start()
+        waiting.join(timeout=0.5)
+        assert waiting.is_alive() and not trees, "parse_cell did not wait for the lock"
+    waiting.join()
+    assert [type(node).__name__ for node in trees[0].body] == ["Assign"]  # the magic blanked
